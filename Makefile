@@ -1,0 +1,41 @@
+# streamstack task runner. `make help` lists the targets.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml constraints.txt
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required; set PYTHON=...)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --constraint constraints.txt --editable '.[dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP) ## install Python packages (pinned) and fetch Kafka, the Spark connector and Prometheus
+	$(BIN)/streamstack setup
+
+up: setup ## run the local pipeline (Kafka -> PySpark -> Kafka, Prometheus) with a live status; Ctrl-C stops it
+	$(BIN)/streamstack local up
+
+down: ## stop a local pipeline started with `streamstack local up --detach`
+	$(BIN)/streamstack local down
+
+status: ## show the local pipeline
+	$(BIN)/streamstack local status
+
+lint: $(STAMP) ## ruff (lint and format) and mypy
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: setup lint ## lint, then the whole test suite on real Kafka, Spark and Prometheus
+	$(BIN)/pytest
+
+lock: $(STAMP) ## re-pin every Python package after changing pyproject.toml
+	$(BIN)/pip freeze --exclude-editable | grep -v '^streamstack' > constraints.txt
+
+.PHONY: help setup up down status lint test lock

@@ -1,0 +1,1 @@
+"""PySpark Structured Streaming jobs and the code they share (Kafka I/O, progress metrics, config)."""

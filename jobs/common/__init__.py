@@ -1,0 +1,1 @@
+"""Code every streaming job uses: config, SparkSession, Kafka I/O and progress metrics."""

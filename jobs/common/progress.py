@@ -1,0 +1,228 @@
+"""Structured Streaming progress as Prometheus metrics, served by the driver.
+
+A `StreamingQueryListener` keeps the latest progress of each query; a custom collector turns that snapshot
+into metric families at scrape time, so a scrape never waits on Spark. Queries are labelled by their stable
+query name (`query`), never by application or run id, so series survive restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+PREFIX = "streamstack_query"
+
+
+def parse_spark_timestamp(text: str) -> float:
+    """Seconds since the epoch from Spark's ISO-8601 progress timestamps ('...T12:00:00.000Z')."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _offsets_by_partition(offsets: Any) -> dict[str, dict[str, int]]:
+    """Kafka source offsets arrive as JSON text or a dict: {topic: {partition: offset}}."""
+    if isinstance(offsets, str):
+        offsets = json.loads(offsets) if offsets.strip().startswith("{") else {}
+    if not isinstance(offsets, dict):
+        return {}
+    return {
+        topic: {str(partition): int(offset) for partition, offset in partitions.items()}
+        for topic, partitions in offsets.items()
+        if isinstance(partitions, dict)
+    }
+
+
+@dataclass
+class QueryState:
+    """What we know of one query: its last progress and totals accumulated over this driver's life."""
+
+    active: bool = True
+    failed: bool = False
+    progress: dict[str, Any] = field(default_factory=dict)
+    batches_total: int = 0
+    input_rows_total: int = 0
+    rows_dropped_by_watermark_total: int = 0
+    last_progress_unix: float = 0.0
+
+
+class QueryProgressStore:
+    """Thread-safe latest-progress snapshot per query name, fed by the listener."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._names_by_id: dict[str, str] = {}
+        self._queries: dict[str, QueryState] = {}
+
+    def started(self, query_id: str, name: str | None) -> None:
+        label = name or query_id
+        with self._lock:
+            self._names_by_id[query_id] = label
+            state = self._queries.setdefault(label, QueryState())
+            state.active, state.failed = True, False
+
+    def progressed(self, progress: dict[str, Any]) -> None:
+        label = progress.get("name") or str(progress.get("id"))
+        with self._lock:
+            self._names_by_id[str(progress.get("id"))] = label
+            state = self._queries.setdefault(label, QueryState())
+            state.progress = progress
+            state.batches_total += 1
+            state.input_rows_total += int(progress.get("numInputRows") or 0)
+            state.rows_dropped_by_watermark_total += sum(
+                int(op.get("numRowsDroppedByWatermark") or 0) for op in progress.get("stateOperators") or []
+            )
+            state.last_progress_unix = parse_spark_timestamp(progress["timestamp"])
+
+    def terminated(self, query_id: str, failed: bool) -> None:
+        with self._lock:
+            label = self._names_by_id.get(query_id, query_id)
+            state = self._queries.setdefault(label, QueryState())
+            state.active, state.failed = False, failed
+
+    def snapshot(self) -> dict[str, QueryState]:
+        with self._lock:
+            return {
+                name: QueryState(
+                    active=state.active,
+                    failed=state.failed,
+                    progress=state.progress,
+                    batches_total=state.batches_total,
+                    input_rows_total=state.input_rows_total,
+                    rows_dropped_by_watermark_total=state.rows_dropped_by_watermark_total,
+                    last_progress_unix=state.last_progress_unix,
+                )
+                for name, state in self._queries.items()
+            }
+
+
+class QueryProgressCollector(Collector):
+    """Builds fresh metric families from the store's snapshot on every scrape."""
+
+    def __init__(self, store: QueryProgressStore) -> None:
+        self._store = store
+
+    def collect(self) -> Iterator[Metric]:
+        def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> GaugeMetricFamily:
+            return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["query", *labels])
+
+        def counter(name: str, doc: str) -> CounterMetricFamily:
+            return CounterMetricFamily(f"{PREFIX}_{name}", doc, labels=["query"])
+
+        active = gauge("active", "1 while the query runs, 0 once it has stopped")
+        failed = gauge("failed", "1 if the query stopped with an exception")
+        input_rate = gauge("input_rows_per_second", "Rate at which rows arrived in the last batch")
+        processed_rate = gauge("processed_rows_per_second", "Rate at which the last batch processed rows")
+        batch_duration = gauge("batch_duration_seconds", "Trigger execution time of the last batch")
+        phase_duration = gauge(
+            "batch_phase_duration_seconds", "Time the last batch spent in each phase", ("phase",)
+        )
+        batch_id = gauge("last_batch_id", "Id of the last completed batch")
+        batch_rows = gauge("last_batch_input_rows", "Rows read by the last completed batch")
+        last_progress = gauge("last_progress_timestamp_seconds", "When the last batch completed")
+        behind = gauge(
+            "offsets_behind_latest",
+            "Records between the last batch's end offsets and the latest offsets it saw, per topic",
+            ("topic",),
+        )
+        end_offset = gauge(
+            "source_end_offset", "Next offset to read after the last batch", ("topic", "partition")
+        )
+        watermark = gauge("watermark_timestamp_seconds", "Event-time watermark of the last batch")
+        state_rows = gauge("state_rows", "Rows held in state stores")
+        state_bytes = gauge("state_memory_bytes", "Memory used by state stores")
+        batches = counter("batches", "Completed batches since the driver started")
+        input_rows = counter("input_rows", "Rows read since the driver started")
+        dropped = counter("rows_dropped_by_watermark", "Rows older than the watermark, dropped by state ops")
+
+        for name, state in sorted(self._store.snapshot().items()):
+            labels = [name]
+            active.add_metric(labels, 1.0 if state.active else 0.0)
+            failed.add_metric(labels, 1.0 if state.failed else 0.0)
+            batches.add_metric(labels, float(state.batches_total))
+            input_rows.add_metric(labels, float(state.input_rows_total))
+            dropped.add_metric(labels, float(state.rows_dropped_by_watermark_total))
+            progress = state.progress
+            if not progress:
+                continue
+            input_rate.add_metric(labels, float(progress.get("inputRowsPerSecond") or 0.0))
+            processed_rate.add_metric(labels, float(progress.get("processedRowsPerSecond") or 0.0))
+            durations = progress.get("durationMs") or {}
+            batch_duration.add_metric(labels, float(durations.get("triggerExecution", 0)) / 1000.0)
+            for phase, millis in sorted(durations.items()):
+                phase_duration.add_metric([name, phase], float(millis) / 1000.0)
+            batch_id.add_metric(labels, float(progress.get("batchId", 0)))
+            batch_rows.add_metric(labels, float(progress.get("numInputRows") or 0))
+            last_progress.add_metric(labels, state.last_progress_unix)
+            for topic, lag in _offsets_behind_by_topic(progress).items():
+                behind.add_metric([name, topic], float(lag))
+            for source in progress.get("sources") or []:
+                for topic, partitions in _offsets_by_partition(source.get("endOffset")).items():
+                    for partition, offset in sorted(partitions.items(), key=lambda item: int(item[0])):
+                        end_offset.add_metric([name, topic, partition], float(offset))
+            event_time = progress.get("eventTime") or {}
+            if "watermark" in event_time:
+                watermark.add_metric(labels, parse_spark_timestamp(event_time["watermark"]))
+            operators = progress.get("stateOperators") or []
+            if operators:
+                state_rows.add_metric(
+                    labels, float(sum(int(op.get("numRowsTotal") or 0) for op in operators))
+                )
+                state_bytes.add_metric(
+                    labels, float(sum(int(op.get("memoryUsedBytes") or 0) for op in operators))
+                )
+
+        yield from (active, failed, input_rate, processed_rate, batch_duration, phase_duration, batch_id)
+        yield from (batch_rows, last_progress, behind, end_offset, watermark, state_rows, state_bytes)
+        yield from (batches, input_rows, dropped)
+
+
+def _offsets_behind_by_topic(progress: dict[str, Any]) -> dict[str, int]:
+    behind: dict[str, int] = {}
+    for source in progress.get("sources") or []:
+        end = _offsets_by_partition(source.get("endOffset"))
+        latest = _offsets_by_partition(source.get("latestOffset"))
+        for topic, partitions in latest.items():
+            total = sum(
+                max(0, offset - end.get(topic, {}).get(partition, offset))
+                for partition, offset in partitions.items()
+            )
+            behind[topic] = behind.get(topic, 0) + total
+    return behind
+
+
+class ProgressListener(StreamingQueryListener):
+    """Feeds query lifecycle and progress events into a QueryProgressStore."""
+
+    def __init__(self, store: QueryProgressStore) -> None:
+        self._store = store
+
+    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's callback names)
+        self._store.started(str(event.id), event.name)
+
+    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+        self._store.progressed(json.loads(event.progress.json))
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+        return None
+
+    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+        self._store.terminated(str(event.id), failed=event.exception is not None)
+
+
+def serve_progress_metrics(spark: SparkSession, host: str, port: int) -> QueryProgressStore:
+    """Register the listener and serve its metrics on http://host:port/metrics from a daemon thread."""
+    store = QueryProgressStore()
+    registry = CollectorRegistry()
+    registry.register(QueryProgressCollector(store))
+    start_http_server(port, addr=host, registry=registry)
+    spark.streams.addListener(ProgressListener(store))
+    return store

@@ -1,0 +1,1 @@
+"""Synthetic event producers that feed the jobs locally and in demos."""

@@ -1,0 +1,1 @@
+"""The lag exporter, Prometheus rules and dashboards."""

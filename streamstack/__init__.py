@@ -1,0 +1,1 @@
+"""streamstack: the local runtime and command-line interface of the streaming platform."""

@@ -1,0 +1,239 @@
+"""`streamstack`: set up the runtimes and run the pipeline locally.
+
+streamstack setup                 fetch Kafka, the Spark Kafka connector and Prometheus into the cache
+streamstack local up [--detach]   start Kafka, topics, producer, jobs and Prometheus; show live status
+streamstack local status [--json] where everything is and how each job is doing
+streamstack local down            stop a stack started with --detach (or clean up a stale one)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn
+
+from streamstack import runtimes
+from streamstack.errors import StreamstackError
+from streamstack.local.pipeline import clickstream_pipeline
+from streamstack.local.stack import (
+    LocalStack,
+    LocalStackOptions,
+    job_statuses,
+    read_state,
+    require_running_state,
+    state_path,
+    status_document,
+    stop_recorded_processes,
+    supervisor_alive,
+)
+from streamstack.local.status import render_table
+from streamstack.paths import default_workdir
+
+DETACH_TIMEOUT_SECONDS = 240.0
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr (and exit 2), not the whole usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = OneLineArgumentParser(prog="streamstack", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
+
+    setup = commands.add_parser("setup", help="fetch and verify the pinned third-party runtimes")
+    setup.add_argument("--check", action="store_true", help="only check that everything is present")
+
+    local = commands.add_parser("local", help="the pipeline on this machine")
+    local_commands = local.add_subparsers(
+        dest="local_command", required=True, parser_class=OneLineArgumentParser
+    )
+
+    up = local_commands.add_parser("up", help="start the local stack")
+    up.add_argument("--workdir", type=Path, default=None, help="state, logs and data (default .streamstack/)")
+    up.add_argument("--detach", action="store_true", help="start in the background and return")
+    up.add_argument("--kafka-port", type=int, default=9092, help="0 picks a free port")
+    up.add_argument("--prometheus-port", type=int, default=9090, help="0 picks a free port")
+    up.add_argument("--metrics-port", type=int, default=9401, help="first job's metrics port; 0 picks free")
+    up.add_argument("--rate", type=float, default=200.0, help="events per second from each producer")
+    up.add_argument("--trigger-interval", default="2 seconds", help="micro-batch trigger of every job")
+    up.add_argument("--run-for", type=float, default=None, metavar="SECONDS", help="stop after this long")
+    up.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)
+
+    down = local_commands.add_parser("down", help="stop the local stack")
+    down.add_argument("--workdir", type=Path, default=None)
+
+    status = local_commands.add_parser("status", help="show the local stack")
+    status.add_argument("--workdir", type=Path, default=None)
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    return parser
+
+
+def _stop_on_sigterm() -> None:
+    def interrupt(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGHUP, interrupt)
+
+
+def _endpoints(state: dict[str, Any]) -> str:
+    lines = [
+        f"Kafka bootstrap   {state['kafka']['bootstrap_servers']}",
+        f"Prometheus        {state['prometheus']['url']}",
+    ]
+    lines += [f"{job['name']:<17} {job['metrics_url']}  (log {job['log']})" for job in state["jobs"]]
+    lines.append(f"state and logs    {state['workdir']}")
+    return "\n".join(lines)
+
+
+def _options(args: argparse.Namespace, workdir: Path) -> LocalStackOptions:
+    if args.rate <= 0:
+        raise StreamstackError(f"--rate {args.rate}: must be positive")
+    return LocalStackOptions(
+        workdir=workdir,
+        kafka_port=args.kafka_port,
+        prometheus_port=args.prometheus_port,
+        metrics_port=args.metrics_port,
+        rate=args.rate,
+        trigger_interval=args.trigger_interval,
+    )
+
+
+def _local_up(args: argparse.Namespace, workdir: Path) -> int:
+    options = _options(args, workdir)
+    found = runtimes.ensure(log=lambda line: print(line, file=sys.stderr))
+    if args.detach:
+        return _detach(args, workdir)
+    _stop_on_sigterm()
+    stack = LocalStack(found, clickstream_pipeline(), options)
+    interactive = sys.stdout.isatty() and not args.supervised
+    try:
+        state = stack.up()
+        if not args.supervised:
+            print(_endpoints(state), flush=True)
+            print("Ctrl-C stops everything.", flush=True)
+        started = time.monotonic()
+        while args.run_for is None or time.monotonic() - started < args.run_for:
+            if not args.supervised:
+                table = render_table(job_statuses(state))
+                if interactive:
+                    print("\033[H\033[J" + _endpoints(state) + "\n\n" + table, flush=True)
+                else:
+                    print(f"[{time.strftime('%H:%M:%S')}]\n{table}", flush=True)
+            for process in stack.exited_children():
+                print(
+                    f"{process.name} exited with code {process.exit_code()}; log {process.log_path}",
+                    flush=True,
+                )
+            time.sleep(2.0 if interactive else 5.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print("stopping the local stack ...", file=sys.stderr, flush=True)
+        stack.down()
+        print("stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+def _detach(args: argparse.Namespace, workdir: Path) -> int:
+    """Start a supervisor in its own session, wait until it reports ready, print the endpoints."""
+    existing = read_state(workdir)
+    if existing is not None:
+        word = "already running" if supervisor_alive(existing) else "stale state file"
+        raise StreamstackError(f"{word}: {state_path(workdir)}; run `streamstack local down` first")
+    workdir.mkdir(parents=True, exist_ok=True)
+    log_path = workdir / "supervisor.log"
+    argv = [sys.executable, "-m", "streamstack.cli", "local", "up", "--supervised", "--workdir", str(workdir)]
+    for flag in ("kafka_port", "prometheus_port", "metrics_port", "rate", "trigger_interval"):
+        argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    with log_path.open("ab") as log:
+        supervisor = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    deadline = time.monotonic() + DETACH_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if supervisor.poll() is not None:
+            last = (log_path.read_text(errors="replace").strip().splitlines() or ["no output"])[-1]
+            raise StreamstackError(f"the local stack did not start: {last} (log {log_path})")
+        state = read_state(workdir)
+        if state and state.get("ready"):
+            print(_endpoints(state))
+            print(f"running in the background (pid {supervisor.pid}); stop with `streamstack local down`")
+            return 0
+        time.sleep(0.5)
+    supervisor.send_signal(signal.SIGTERM)
+    supervisor.wait(timeout=60)
+    raise StreamstackError(
+        f"the local stack was not ready within {DETACH_TIMEOUT_SECONDS:.0f} s (log {log_path})"
+    )
+
+
+def _local_down(workdir: Path) -> int:
+    state = read_state(workdir)
+    if state is None:
+        print(f"no local stack is running in {workdir}")
+        return 0
+    pid = int(state.get("supervisor_pid", 0))
+    if supervisor_alive(state):
+        signal_supervisor_and_wait(pid)
+    leftovers = stop_recorded_processes(state)
+    state_path(workdir).unlink(missing_ok=True)
+    note = f" (also stopped leftover {', '.join(leftovers)})" if leftovers else ""
+    print(f"local stack stopped{note}")
+    return 0
+
+
+def signal_supervisor_and_wait(pid: int, timeout: float = 90.0) -> None:
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(pid, signal.SIGKILL)
+
+
+def _local_status(workdir: Path, as_json: bool) -> int:
+    state = require_running_state(workdir)
+    document = status_document(state)
+    if as_json:
+        print(json.dumps(document, indent=2))
+    else:
+        print(_endpoints(state))
+        print()
+        print(render_table(job_statuses(state)))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    try:
+        if args.command == "setup":
+            return runtimes.main(["--check"] if args.check else [])
+        workdir = (args.workdir or default_workdir()).resolve()
+        if args.local_command == "up":
+            return _local_up(args, workdir)
+        if args.local_command == "down":
+            return _local_down(workdir)
+        return _local_status(workdir, args.json)
+    except StreamstackError as error:
+        print(f"streamstack: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

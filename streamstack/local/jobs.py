@@ -1,0 +1,103 @@
+"""Launching PySpark jobs and producers as child processes, the way the cluster image runs them."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from streamstack.local.ports import LOOPBACK
+from streamstack.local.process import ManagedProcess
+from streamstack.paths import REPO_ROOT
+from streamstack.runtimes import Runtimes
+
+
+def child_environment(runtimes: Runtimes) -> dict[str, str]:
+    env = dict(os.environ)
+    env["SPARK_LOCAL_IP"] = LOOPBACK
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["JAVA_HOME"] = str(runtimes.java.parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def spark_job_process(
+    runtimes: Runtimes,
+    module: str,
+    *,
+    name: str,
+    bootstrap_servers: str,
+    input_topic: str,
+    output_topic: str,
+    checkpoint_dir: Path,
+    metrics_port: int,
+    log_path: Path,
+    trigger_interval: str = "2 seconds",
+    driver_memory: str = "1g",
+    extra_args: Sequence[str] = (),
+) -> ManagedProcess:
+    """The job's own entry point with local-only settings: master, loopback addresses, connector jars."""
+    argv = [
+        sys.executable,
+        "-m",
+        module,
+        "--query-name",
+        name,
+        "--master",
+        "local[2]",
+        "--bootstrap-servers",
+        bootstrap_servers,
+        "--input-topic",
+        input_topic,
+        "--output-topic",
+        output_topic,
+        "--checkpoint-dir",
+        str(checkpoint_dir),
+        "--metrics-host",
+        LOOPBACK,
+        "--metrics-port",
+        str(metrics_port),
+        "--trigger-interval",
+        trigger_interval,
+        "--extra-jars",
+        ",".join(str(jar) for jar in runtimes.spark_kafka_jars),
+        "--spark-conf",
+        "spark.ui.enabled=false",
+        "--spark-conf",
+        f"spark.driver.memory={driver_memory}",
+        "--spark-conf",
+        f"spark.driver.host={LOOPBACK}",
+        "--spark-conf",
+        f"spark.driver.bindAddress={LOOPBACK}",
+        *extra_args,
+    ]
+    return ManagedProcess(name, argv, log_path, env=child_environment(runtimes), cwd=REPO_ROOT)
+
+
+def producer_process(
+    runtimes: Runtimes,
+    module: str,
+    *,
+    name: str,
+    bootstrap_servers: str,
+    topic: str,
+    rate: float,
+    log_path: Path,
+    extra_args: Sequence[str] = (),
+) -> ManagedProcess:
+    argv = [
+        sys.executable,
+        "-m",
+        module,
+        "--bootstrap-servers",
+        bootstrap_servers,
+        "--topic",
+        topic,
+        "--rate",
+        str(rate),
+        *extra_args,
+    ]
+    return ManagedProcess(name, argv, log_path, env=child_environment(runtimes), cwd=REPO_ROOT)

@@ -1,0 +1,97 @@
+"""Child processes that are always stopped: own process group, log to a file, terminate then kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+
+def process_group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_process_group(pgid: int, timeout: float = 15.0) -> None:
+    """SIGTERM the whole group (a PySpark driver's JVM included), then SIGKILL what is left."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not process_group_alive(pgid):
+                return
+            time.sleep(0.1)
+
+
+class ManagedProcess:
+    """One child process in a new session, so Ctrl-C reaches the supervisor, which stops it in order."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.env = dict(env) if env is not None else None
+        self.cwd = cwd
+        self._popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        if self._popen is None:
+            raise RuntimeError(f"{self.name} has not been started")
+        return self._popen.pid
+
+    def start(self) -> ManagedProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self._popen = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=True,
+            )
+        return self
+
+    def exit_code(self) -> int | None:
+        return None if self._popen is None else self._popen.poll()
+
+    def is_running(self) -> bool:
+        return self._popen is not None and self._popen.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self._popen is None:
+            return
+        # The group id is the pid (new session); children such as a PySpark JVM live in the same group.
+        stop_process_group(self._popen.pid, timeout)
+        try:
+            self._popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._popen.kill()
+            self._popen.wait()

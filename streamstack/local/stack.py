@@ -1,0 +1,263 @@
+"""The local stack: Kafka, topics, jobs, producers and Prometheus, started and stopped as one.
+
+The process that calls `up()` is the supervisor: it owns every child and, on Ctrl-C or SIGTERM, stops them
+in reverse order. `state.json` in the work directory says where everything is, for `status` and `down`
+from another terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streamstack.errors import StreamstackError
+from streamstack.local.jobs import producer_process, spark_job_process
+from streamstack.local.kafka import LocalKafka
+from streamstack.local.pipeline import Pipeline
+from streamstack.local.ports import LOOPBACK, claim_port
+from streamstack.local.process import ManagedProcess, process_group_alive, stop_process_group
+from streamstack.local.prometheus import LocalPrometheus
+from streamstack.local.status import JobStatus, read_job_status
+from streamstack.runtimes import Runtimes
+
+STATE_FILE = "state.json"
+
+
+@dataclass(frozen=True)
+class LocalStackOptions:
+    workdir: Path
+    kafka_port: int = 9092
+    prometheus_port: int = 9090
+    metrics_port: int = 9401
+    rate: float = 200.0
+    trigger_interval: str = "2 seconds"
+
+
+def state_path(workdir: Path) -> Path:
+    return workdir / STATE_FILE
+
+
+def read_state(workdir: Path) -> dict[str, Any] | None:
+    try:
+        state: dict[str, Any] = json.loads(state_path(workdir).read_text())
+    except FileNotFoundError:
+        return None
+    except (json.JSONDecodeError, OSError) as error:
+        raise StreamstackError(
+            f"state file {state_path(workdir)} is unreadable ({error}); run `streamstack local down`"
+        ) from None
+    return state
+
+
+def supervisor_alive(state: dict[str, Any]) -> bool:
+    pid = int(state.get("supervisor_pid", 0))
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def require_running_state(workdir: Path) -> dict[str, Any]:
+    state = read_state(workdir)
+    if state is None:
+        raise StreamstackError(
+            f"no local stack is running (no {state_path(workdir)}); start one with `streamstack local up`"
+        )
+    if not supervisor_alive(state):
+        raise StreamstackError(
+            f"stale state file {state_path(workdir)}: its supervisor (pid {state.get('supervisor_pid')}) "
+            "is not running; run `streamstack local down` to clean up"
+        )
+    return state
+
+
+def job_statuses(state: dict[str, Any]) -> list[JobStatus]:
+    return [
+        read_job_status(job["name"], job["metrics_url"], process_group_alive(int(job["pid"])))
+        for job in state.get("jobs", [])
+    ]
+
+
+def status_document(state: dict[str, Any]) -> dict[str, Any]:
+    """Machine-readable status of a running stack (`streamstack local status --json`)."""
+    return {
+        "workdir": state["workdir"],
+        "supervisor_pid": state["supervisor_pid"],
+        "ready": state.get("ready", False),
+        "kafka": {"bootstrap_servers": state["kafka"]["bootstrap_servers"]},
+        "prometheus": {"url": state["prometheus"]["url"]} if state.get("prometheus") else None,
+        "jobs": [
+            {**status.as_dict(), "metrics_port": job["metrics_port"], "checkpoint_dir": job["checkpoint_dir"]}
+            for job, status in zip(state.get("jobs", []), job_statuses(state), strict=True)
+        ],
+        "producers": [
+            {"name": producer["name"], "topic": producer["topic"]} for producer in state["producers"]
+        ],
+    }
+
+
+def stop_recorded_processes(state: dict[str, Any]) -> list[str]:
+    """Stop every process group a state file records, newest first; the names of those still running."""
+    stopped = []
+    for entry in reversed(state.get("processes", [])):
+        if process_group_alive(int(entry["pid"])):
+            stop_process_group(int(entry["pid"]))
+            stopped.append(entry["name"])
+    return stopped
+
+
+class LocalStack:
+    def __init__(self, runtimes: Runtimes, pipeline: Pipeline, options: LocalStackOptions) -> None:
+        self.runtimes = runtimes
+        self.pipeline = pipeline
+        self.options = options
+        self.workdir = options.workdir
+        self._processes: list[ManagedProcess] = []
+        self._kafka: LocalKafka | None = None
+        self._prometheus: LocalPrometheus | None = None
+        self._state: dict[str, Any] = {}
+
+    def _check_ports(self) -> tuple[list[int], int]:
+        """Fail before starting anything when a chosen port is taken."""
+        metrics_ports = []
+        base = self.options.metrics_port
+        for index, _job in enumerate(self.pipeline.jobs):
+            port = base + index if base else 0
+            metrics_ports.append(claim_port(port, "job metrics", "--metrics-port"))
+        claim_port(self.options.kafka_port, "Kafka", "--kafka-port")
+        prometheus_port = claim_port(self.options.prometheus_port, "Prometheus", "--prometheus-port")
+        return metrics_ports, prometheus_port
+
+    def _write_state(self) -> None:
+        tmp = state_path(self.workdir).with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._state, indent=2))
+        tmp.replace(state_path(self.workdir))
+
+    def _track(self, process: ManagedProcess, kind: str) -> ManagedProcess:
+        self._processes.append(process)
+        self._state.setdefault("processes", []).append(
+            {"name": process.name, "kind": kind, "pid": process.pid}
+        )
+        self._write_state()
+        return process
+
+    def up(self) -> dict[str, Any]:
+        existing = read_state(self.workdir)
+        if existing is not None:
+            if supervisor_alive(existing):
+                raise StreamstackError(
+                    f"a local stack is already running (supervisor pid {existing['supervisor_pid']}, "
+                    f"{state_path(self.workdir)}); stop it with `streamstack local down`"
+                )
+            raise StreamstackError(
+                f"stale state file {state_path(self.workdir)} from a stack that did not stop cleanly; "
+                "run `streamstack local down` to clean up"
+            )
+        metrics_ports, prometheus_port = self._check_ports()
+        run_dir = self.workdir / "run"
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        self._state = {
+            "supervisor_pid": os.getpid(),
+            "workdir": str(self.workdir),
+            "started_at": time.time(),
+            "ready": False,
+            "processes": [],
+        }
+        self._write_state()
+        try:
+            self._start_all(run_dir, metrics_ports, prometheus_port)
+        except BaseException:
+            self.down()
+            raise
+        return self._state
+
+    def _start_all(self, run_dir: Path, metrics_ports: list[int], prometheus_port: int) -> None:
+        kafka = LocalKafka(self.runtimes, run_dir / "kafka", port=self.options.kafka_port)
+        self._kafka = kafka
+        kafka.start()
+        self._state["kafka"] = {"bootstrap_servers": kafka.bootstrap_servers, "log": str(kafka.log_path)}
+        self._state["processes"].append({"name": "kafka", "kind": "kafka", "pid": kafka.pid})
+        self._write_state()
+        kafka.create_topics(self.pipeline.topics)
+
+        self._state["jobs"] = []
+        for job, port in zip(self.pipeline.jobs, metrics_ports, strict=True):
+            checkpoint_dir = run_dir / "checkpoints" / job.name
+            process = spark_job_process(
+                self.runtimes,
+                job.module,
+                name=job.name,
+                bootstrap_servers=kafka.bootstrap_servers,
+                input_topic=job.input_topic,
+                output_topic=job.output_topic,
+                checkpoint_dir=checkpoint_dir,
+                metrics_port=port,
+                log_path=run_dir / "logs" / f"{job.name}.log",
+                trigger_interval=self.options.trigger_interval,
+                extra_args=job.extra_args,
+            ).start()
+            self._state["jobs"].append(
+                {
+                    "name": job.name,
+                    "pid": process.pid,
+                    "metrics_port": port,
+                    "metrics_url": f"http://{LOOPBACK}:{port}/metrics",
+                    "checkpoint_dir": str(checkpoint_dir),
+                    "log": str(process.log_path),
+                }
+            )
+            self._track(process, "job")
+
+        self._state["producers"] = []
+        for producer in self.pipeline.producers:
+            process = producer_process(
+                self.runtimes,
+                producer.module,
+                name=producer.name,
+                bootstrap_servers=kafka.bootstrap_servers,
+                topic=producer.topic,
+                rate=self.options.rate,
+                log_path=run_dir / "logs" / f"{producer.name}.log",
+                extra_args=producer.extra_args,
+            ).start()
+            self._state["producers"].append(
+                {"name": producer.name, "topic": producer.topic, "log": str(process.log_path)}
+            )
+            self._track(process, "producer")
+
+        prometheus = LocalPrometheus(
+            self.runtimes,
+            run_dir / "prometheus",
+            {"streaming-jobs": [f"{LOOPBACK}:{port}" for port in metrics_ports]},
+            port=prometheus_port,
+        )
+        self._prometheus = prometheus
+        prometheus.start()
+        self._state["prometheus"] = {"url": prometheus.url, "log": str(prometheus.log_path)}
+        self._state["processes"].append({"name": "prometheus", "kind": "prometheus", "pid": prometheus.pid})
+        self._state["ready"] = True
+        self._write_state()
+
+    def exited_children(self) -> list[ManagedProcess]:
+        return [process for process in self._processes if not process.is_running()]
+
+    def down(self) -> None:
+        """Stop producers first, then jobs, Prometheus and Kafka; remove the state file."""
+        for process in reversed(self._processes):
+            process.stop()
+        if self._prometheus is not None:
+            self._prometheus.stop()
+        if self._kafka is not None:
+            self._kafka.stop()
+        state_path(self.workdir).unlink(missing_ok=True)

@@ -1,0 +1,91 @@
+"""Reading a running job's state from its metrics endpoint, and rendering the live status table."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+_PREFIX = "streamstack_query_"
+_SUMMED = frozenset({"offsets_behind_latest"})
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    name: str
+    state: str
+    metrics_url: str
+    input_rows_per_second: float | None = None
+    processed_rows_per_second: float | None = None
+    offsets_behind_latest: float | None = None
+    last_batch_id: int | None = None
+    last_batch_age_seconds: float | None = None
+    input_rows_total: float | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def read_job_status(name: str, metrics_url: str, process_running: bool, timeout: float = 2.0) -> JobStatus:
+    """State is 'running' once the query reports, 'starting' before, 'exited'/'failed' after."""
+    if not process_running:
+        return JobStatus(name, "exited", metrics_url)
+    try:
+        with urllib.request.urlopen(metrics_url, timeout=timeout) as response:
+            text = response.read().decode()
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return JobStatus(name, "starting", metrics_url)
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith(_PREFIX):
+                key = sample.name.removeprefix(_PREFIX)
+                # One series per topic for offsets behind: the job is behind by their sum.
+                values[key] = values.get(key, 0.0) + sample.value if key in _SUMMED else sample.value
+    if "active" not in values:
+        return JobStatus(name, "starting", metrics_url)
+    state = "failed" if values.get("failed") else ("running" if values["active"] else "stopped")
+    last_progress = values.get("last_progress_timestamp_seconds")
+    return JobStatus(
+        name=name,
+        state=state,
+        metrics_url=metrics_url,
+        input_rows_per_second=values.get("input_rows_per_second"),
+        processed_rows_per_second=values.get("processed_rows_per_second"),
+        offsets_behind_latest=values.get("offsets_behind_latest"),
+        last_batch_id=int(values["last_batch_id"]) if "last_batch_id" in values else None,
+        last_batch_age_seconds=max(0.0, time.time() - last_progress) if last_progress else None,
+        input_rows_total=values.get("input_rows_total"),
+    )
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def render_table(statuses: list[JobStatus]) -> str:
+    header = ("JOB", "STATE", "INPUT/S", "PROCESSED/S", "BEHIND", "LAST BATCH")
+    rows = [header]
+    for status in statuses:
+        last_batch = (
+            "-"
+            if status.last_batch_id is None
+            else f"#{status.last_batch_id} {_number(status.last_batch_age_seconds)}s ago"
+        )
+        rows.append(
+            (
+                status.name,
+                status.state,
+                _number(status.input_rows_per_second),
+                _number(status.processed_rows_per_second),
+                _number(status.offsets_behind_latest, 0),
+                last_batch,
+            )
+        )
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows
+    )

@@ -1,0 +1,133 @@
+"""`streamstack` as a user runs it: a detached local stack, its status, its teardown, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamstack.local.process import process_group_alive
+from tests.kafka_helpers import wait_for
+
+CLI = [sys.executable, "-m", "streamstack.cli"]
+
+
+def streamstack(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+
+
+def processes_mentioning(text: str) -> list[str]:
+    listing = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in listing.splitlines() if text in line and "ps -eo" not in line]
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+@pytest.mark.slow
+def test_detached_stack_reports_progress_and_stops_without_leftovers(tmp_path: Path) -> None:
+    workdir = tmp_path / "stack"
+    up = streamstack(
+        "local", "up", "--detach", "--workdir", str(workdir),
+        "--kafka-port", "0", "--prometheus-port", "0", "--metrics-port", "0", "--rate", "100",
+        "--trigger-interval", "1 second",
+    )  # fmt: skip
+    try:
+        assert up.returncode == 0, up.stderr
+        assert "Kafka bootstrap" in up.stdout and "Prometheus" in up.stdout
+
+        def running_with_progress() -> bool:
+            result = streamstack("local", "status", "--json", "--workdir", str(workdir), timeout=30)
+            assert result.returncode == 0, result.stderr
+            document: dict[str, Any] = json.loads(result.stdout)
+            [job] = document["jobs"]
+            return job["state"] == "running" and (job["processed_rows_per_second"] or 0) > 0
+
+        wait_for(running_with_progress, timeout=180, what="the job to report processed rows", interval=2)
+        status = json.loads(streamstack("local", "status", "--json", "--workdir", str(workdir)).stdout)
+        host, port = status["kafka"]["bootstrap_servers"].split(":")
+        assert host == "127.0.0.1"
+        socket.create_connection((host, int(port)), timeout=5).close()
+        assert status["prometheus"]["url"].startswith("http://127.0.0.1:")
+        assert status["jobs"][0]["metrics_port"] > 0
+
+        human = streamstack("local", "status", "--workdir", str(workdir))
+        assert human.returncode == 0 and "clickstream-windows" in human.stdout and "running" in human.stdout
+        state = json.loads((workdir / "state.json").read_text())
+    finally:
+        down = streamstack("local", "down", "--workdir", str(workdir))
+    assert down.returncode == 0, down.stderr
+    assert "stopped" in down.stdout
+    assert not (workdir / "state.json").exists()
+    pids = [int(state["supervisor_pid"])] + [int(entry["pid"]) for entry in state["processes"]]
+    assert all(not process_group_alive(pid) for pid in pids)
+    assert processes_mentioning(str(workdir)) == []
+
+
+def test_unknown_argument_is_one_line_error() -> None:
+    result = streamstack("local", "up", "--no-such-flag")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "unrecognized arguments: --no-such-flag" in result.stderr
+
+
+def test_port_in_use_is_one_line_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = streamstack(
+            "local", "up", "--workdir", str(tmp_path), "--kafka-port", str(port), "--run-for", "1"
+        )
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()[-1:]
+    assert f"port {port} on 127.0.0.1 is in use (Kafka)" in line and "--kafka-port" in line
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "state.json").exists()
+
+
+def test_missing_java_is_one_line_error(tmp_path: Path) -> None:
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    env = {key: value for key, value in os.environ.items() if key != "JAVA_HOME"}
+    env["PATH"] = str(empty_bin)
+    assert shutil.which("java", path=env["PATH"]) is None
+    result = streamstack("local", "up", "--workdir", str(tmp_path / "stack"), env=env)
+    assert result.returncode == 1
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "java" in result.stderr.lower() and "Traceback" not in result.stderr
+
+
+def test_stale_state_file_is_reported_and_cleaned_by_down(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    state = {
+        "supervisor_pid": dead.pid,
+        "workdir": str(tmp_path),
+        "processes": [],
+        "jobs": [],
+        "producers": [],
+    }
+    (tmp_path / "state.json").write_text(json.dumps(state))
+
+    status = streamstack("local", "status", "--workdir", str(tmp_path))
+    assert status.returncode == 1
+    assert len(status.stderr.strip().splitlines()) == 1
+    assert "stale state file" in status.stderr and "streamstack local down" in status.stderr
+
+    up = streamstack("local", "up", "--workdir", str(tmp_path), "--kafka-port", "0")
+    assert up.returncode == 1 and "stale state file" in up.stderr
+
+    down = streamstack("local", "down", "--workdir", str(tmp_path))
+    assert down.returncode == 0
+    assert not (tmp_path / "state.json").exists()

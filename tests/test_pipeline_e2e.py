@@ -1,0 +1,185 @@
+"""The vertical slice on real components: Kafka -> the window job (a child process, as deployed) -> Kafka,
+with its progress scraped by a real Prometheus."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from streamstack.local.jobs import spark_job_process
+from streamstack.local.kafka import LocalKafka, TopicSpec
+from streamstack.local.ports import free_port
+from streamstack.local.process import ManagedProcess
+from streamstack.local.prometheus import LocalPrometheus
+from streamstack.runtimes import Runtimes
+from tests.kafka_helpers import produce, read_all, scrape, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+
+WINDOW_SECONDS = 10
+WATERMARK_SECONDS = 5
+BASE = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+URLS = ("/home", "/cart", "/checkout")
+
+
+@dataclass(frozen=True)
+class View:
+    user_id: str
+    url: str
+    seconds_after_base: float
+
+    def encoded(self) -> tuple[bytes, bytes]:
+        stamp = (BASE + timedelta(seconds=self.seconds_after_base)).strftime("%Y-%m-%dT%H:%M:%S.%f")[
+            :-3
+        ] + "Z"
+        body = {"user_id": self.user_id, "url": self.url, "event_time": stamp}
+        return self.user_id.encode(), json.dumps(body).encode()
+
+
+def first_phase() -> list[View]:
+    """Two minutes of views, sent out of event-time order: each run of five is reversed."""
+    in_order = [View(f"user-{i % 7}", URLS[i % 3], i * 0.4) for i in range(300)]
+    shuffled: list[View] = []
+    for start in range(0, len(in_order), 5):
+        shuffled.extend(reversed(in_order[start : start + 5]))
+    return shuffled
+
+
+def second_phase() -> list[View]:
+    """Sent once the first phase is processed: out of order but on time, and one straggler."""
+    return [
+        View("user-1", "/home", 117.0),  # window [110, 120) is still open: counted
+        View("user-2", "/cart", 111.5),  # counted
+        View("user-3", "/checkout", 12.0),  # window [10, 20) closed long ago: dropped by the watermark
+        View("user-4", "/home", 119.9),  # counted
+    ]
+
+
+def expected_counts(first: list[View], second: list[View]) -> dict[str, int]:
+    """Reference: count per (window, url); a row is dropped when its window ended at or before the
+    watermark, which for the second phase is the first phase's max event time less the delay."""
+    watermark = max(view.seconds_after_base for view in first) - WATERMARK_SECONDS
+    counts: Counter[str] = Counter()
+    for phase, views in (("first", first), ("second", second)):
+        for view in views:
+            window_start = int(view.seconds_after_base // WINDOW_SECONDS) * WINDOW_SECONDS
+            if phase == "second" and window_start + WINDOW_SECONDS <= watermark:
+                continue
+            start = (BASE + timedelta(seconds=window_start)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            counts[f"{start}|{view.url}"] += 1
+    return dict(counts)
+
+
+@dataclass
+class RunningJob:
+    process: ManagedProcess
+    metrics_url: str
+    input_topic: str
+    output_topic: str
+
+
+@pytest.fixture(scope="module")
+def windows_job(
+    runtimes: Runtimes, kafka: LocalKafka, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningJob]:
+    workdir: Path = tmp_path_factory.mktemp("windows-job")
+    input_topic, output_topic = "e2e-page-views", "e2e-page-views-per-url"
+    kafka.create_topics(
+        [TopicSpec(input_topic, partitions=3), TopicSpec(output_topic, partitions=3, compact=True)]
+    )
+    produce(kafka.bootstrap_servers, input_topic, (view.encoded() for view in first_phase()))
+    port = free_port()
+    process = spark_job_process(
+        runtimes,
+        "jobs.clickstream_windows",
+        name="clickstream-windows",
+        bootstrap_servers=kafka.bootstrap_servers,
+        input_topic=input_topic,
+        output_topic=output_topic,
+        checkpoint_dir=workdir / "checkpoint",
+        metrics_port=port,
+        log_path=workdir / "job.log",
+        trigger_interval="1 second",
+        extra_args=(
+            "--window-duration",
+            f"{WINDOW_SECONDS} seconds",
+            "--watermark-delay",
+            f"{WATERMARK_SECONDS} seconds",
+            "--shuffle-partitions",
+            "2",
+        ),
+    ).start()
+    try:
+        yield RunningJob(process, f"http://127.0.0.1:{port}/metrics", input_topic, output_topic)
+    finally:
+        process.stop()
+
+
+def processed_offsets(job: RunningJob) -> float:
+    return scrape(job.metrics_url).get("streamstack_query_source_end_offset", 0.0)
+
+
+def test_window_counts_read_back_from_kafka_are_exact(windows_job: RunningJob, kafka: LocalKafka) -> None:
+    first, second = first_phase(), second_phase()
+    wait_for(
+        lambda: processed_offsets(windows_job) == len(first),
+        timeout=180,
+        what=f"the job to process the first {len(first)} events (log {windows_job.process.log_path})",
+    )
+    produce(kafka.bootstrap_servers, windows_job.input_topic, (view.encoded() for view in second))
+    wait_for(
+        lambda: processed_offsets(windows_job) == len(first) + len(second),
+        timeout=60,
+        what="the job to process the second phase",
+    )
+
+    latest_per_key: dict[str, int] = {}
+    for key, value in read_all(kafka.bootstrap_servers, windows_job.output_topic):
+        assert key is not None and value is not None
+        latest_per_key[key.decode()] = json.loads(value)["views"]
+
+    assert latest_per_key == expected_counts(first, second)
+    metrics = scrape(windows_job.metrics_url)
+    assert metrics["streamstack_query_rows_dropped_by_watermark_total"] == 1
+    assert metrics["streamstack_query_input_rows_total"] == len(first) + len(second)
+    assert metrics['streamstack_query_active{query="clickstream-windows"}'] == 1
+
+
+def test_prometheus_scrapes_the_job_progress(
+    windows_job: RunningJob, runtimes: Runtimes, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    target = windows_job.metrics_url.removeprefix("http://").removesuffix("/metrics")
+    wait_for(lambda: processed_offsets(windows_job) > 0, timeout=180, what="the job's first batch")
+    prometheus = LocalPrometheus(
+        runtimes, tmp_path_factory.mktemp("prometheus"), {"streaming-jobs": [target]}, scrape_interval="1s"
+    ).start()
+    try:
+        wait_for(
+            lambda: any(sample["value"][1] == "1" for sample in prometheus.query('up{job="streaming-jobs"}')),
+            timeout=30,
+            what="Prometheus to scrape the job",
+        )
+        wait_for(
+            lambda: bool(
+                prometheus.query('streamstack_query_input_rows_total{query="clickstream-windows"} > 0')
+            ),
+            timeout=30,
+            what="the job's input rows in Prometheus",
+        )
+        for metric in (
+            "streamstack_query_processed_rows_per_second",
+            "streamstack_query_input_rows_per_second",
+            "streamstack_query_batch_duration_seconds",
+            "streamstack_query_offsets_behind_latest",
+        ):
+            [series] = prometheus.query(f'{metric}{{query="clickstream-windows"}}')
+            assert series["metric"]["job"] == "streaming-jobs"
+            assert float(series["value"][1]) >= 0
+    finally:
+        prometheus.stop()
