@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from streamstack import runtimes as runtime_cache
@@ -50,7 +51,13 @@ def spark(runtimes: Runtimes) -> Iterator[SparkSession]:
     try:
         yield session
     finally:
+        gateway = SparkContext._gateway
         session.stop()
+        # The driver JVM would linger until this process exits; stop and reap it here.
+        jvm_process = getattr(gateway, "proc", None)
+        if jvm_process is not None:
+            jvm_process.terminate()
+            jvm_process.wait(timeout=30)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -131,3 +132,35 @@ def test_stale_state_file_is_reported_and_cleaned_by_down(tmp_path: Path) -> Non
     down = streamstack("local", "down", "--workdir", str(tmp_path))
     assert down.returncode == 0
     assert not (tmp_path / "state.json").exists()
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+@pytest.mark.slow
+def test_ctrl_c_stops_a_foreground_stack_and_everything_it_started(tmp_path: Path) -> None:
+    workdir = tmp_path / "stack"
+    output = (tmp_path / "up.out").open("wb")
+    foreground = subprocess.Popen(
+        [*CLI, "local", "up", "--workdir", str(workdir), "--kafka-port", "0", "--prometheus-port", "0",
+         "--metrics-port", "0", "--rate", "50"],
+        stdout=output, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+
+        def job_running() -> bool:
+            result = streamstack("local", "status", "--json", "--workdir", str(workdir), timeout=30)
+            return result.returncode == 0 and json.loads(result.stdout)["jobs"][0]["state"] == "running"
+
+        wait_for(job_running, timeout=180, what="the foreground stack's job to run", interval=2)
+        state = json.loads((workdir / "state.json").read_text())
+        foreground.send_signal(signal.SIGINT)
+        assert foreground.wait(timeout=120) == 0
+    finally:
+        if foreground.poll() is None:
+            foreground.kill()
+            foreground.wait()
+        output.close()
+    assert "stopped" in (tmp_path / "up.out").read_text()
+    assert all(not process_group_alive(int(entry["pid"])) for entry in state["processes"])
+    assert not (workdir / "state.json").exists()
+    assert processes_mentioning(str(workdir)) == []

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from kafka import KafkaConsumer, TopicPartition
 
 from streamstack.local.jobs import spark_job_process
 from streamstack.local.kafka import LocalKafka, TopicSpec
@@ -149,6 +150,30 @@ def test_window_counts_read_back_from_kafka_are_exact(windows_job: RunningJob, k
     assert metrics["streamstack_query_rows_dropped_by_watermark_total"] == 1
     assert metrics["streamstack_query_input_rows_total"] == len(first) + len(second)
     assert metrics['streamstack_query_active{query="clickstream-windows"}'] == 1
+
+
+def test_processed_offsets_are_committed_to_the_shadow_group(
+    windows_job: RunningJob, kafka: LocalKafka
+) -> None:
+    consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap_servers)
+    try:
+        partitions = [TopicPartition(windows_job.input_topic, p) for p in range(3)]
+        topic_end_offsets = consumer.end_offsets(partitions)
+    finally:
+        consumer.close()
+    wait_for(
+        lambda: processed_offsets(windows_job) == sum(topic_end_offsets.values()), 120, "the job to catch up"
+    )
+
+    def shadow_offsets() -> dict[TopicPartition, int]:
+        admin = kafka.admin()
+        try:
+            committed = admin.list_group_offsets({"streamstack-clickstream-windows": None})
+        finally:
+            admin.close()
+        return {tp: meta.offset for tp, meta in committed["streamstack-clickstream-windows"].items()}
+
+    wait_for(lambda: shadow_offsets() == topic_end_offsets, 30, "the shadow group to reach the topic's end")
 
 
 def test_prometheus_scrapes_the_job_progress(

@@ -7,6 +7,8 @@ Output: a Kafka topic keyed `<window start>|<url>` with `{"window_start", "windo
         counted in `streamstack_query_rows_dropped_by_watermark_total`.
 State:  the checkpoint directory holds offsets, commits and the window state; restart resumes from it.
 Metrics: progress of the query on http://<metrics-host>:<metrics-port>/metrics.
+Offsets: each batch's end offsets are committed to the consumer group `streamstack-<query name>`
+        (--shadow-group, --no-shadow-group), so Kafka lag tools see the query.
 
 Run locally (streamstack local up does this for you):
     python -m jobs.clickstream_windows --master 'local[2]' --bootstrap-servers 127.0.0.1:9092 \
@@ -35,6 +37,7 @@ from jobs.common.config import (
 from jobs.common.kafka_io import read_kafka_stream, write_kafka_stream
 from jobs.common.progress import serve_progress_metrics
 from jobs.common.session import build_session
+from jobs.common.shadow_group import ShadowGroupCommitter
 
 QUERY_NAME = "clickstream-windows"
 
@@ -58,7 +61,10 @@ def parse_args(argv: list[str] | None) -> tuple[StreamingJobConfig, str, str]:
 def main(argv: list[str] | None = None) -> int:
     config, window_duration, watermark_delay = parse_args(argv)
     spark = build_session(config)
-    serve_progress_metrics(spark, config.metrics_host, config.metrics_port)
+    shadow_group = (
+        ShadowGroupCommitter(config.bootstrap_servers, config.shadow_group) if config.shadow_group else None
+    )
+    serve_progress_metrics(spark, config.metrics_host, config.metrics_port, shadow_group)
     page_views = parse_page_views(read_kafka_stream(spark, config))
     counts = count_views_per_url(page_views, window_duration, watermark_delay)
     query = write_kafka_stream(window_counts_as_records(counts), config, output_mode="update")

@@ -36,6 +36,7 @@ class StreamingJobConfig:
     shuffle_partitions: int = 4
     extra_jars: tuple[str, ...] = ()
     spark_conf: dict[str, str] = field(default_factory=dict)
+    shadow_group: str | None = None
 
     def __post_init__(self) -> None:
         for flag, value in (
@@ -59,6 +60,8 @@ class StreamingJobConfig:
             )
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
             raise ConfigError(f"--max-offsets-per-trigger {self.max_offsets_per_trigger}: must be at least 1")
+        if self.shadow_group is not None and not self.shadow_group.strip():
+            raise ConfigError("--shadow-group must not be empty")
         if self.shuffle_partitions < 1:
             raise ConfigError(f"--shuffle-partitions {self.shuffle_partitions}: must be at least 1")
 
@@ -88,6 +91,14 @@ def add_streaming_job_arguments(parser: argparse.ArgumentParser, *, query_name: 
     parser.add_argument(
         "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
     )
+    parser.add_argument(
+        "--shadow-group",
+        default=None,
+        help="consumer group that gets each batch's end offsets (default streamstack-<query name>)",
+    )
+    parser.add_argument(
+        "--no-shadow-group", action="store_true", help="do not commit processed offsets to a consumer group"
+    )
 
 
 def streaming_job_config(args: argparse.Namespace) -> StreamingJobConfig:
@@ -113,4 +124,7 @@ def streaming_job_config(args: argparse.Namespace) -> StreamingJobConfig:
         shuffle_partitions=args.shuffle_partitions,
         extra_jars=tuple(jar for jar in args.extra_jars.split(",") if jar),
         spark_conf=spark_conf,
+        shadow_group=None
+        if args.no_shadow_group
+        else (args.shadow_group or f"streamstack-{args.query_name}"),
     )

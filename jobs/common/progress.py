@@ -20,6 +20,8 @@ from prometheus_client.registry import Collector
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from jobs.common.shadow_group import ShadowGroupCommitter
+
 PREFIX = "streamstack_query"
 
 
@@ -199,17 +201,30 @@ def _offsets_behind_by_topic(progress: dict[str, Any]) -> dict[str, int]:
     return behind
 
 
-class ProgressListener(StreamingQueryListener):
-    """Feeds query lifecycle and progress events into a QueryProgressStore."""
+def kafka_end_offsets(progress: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """End offsets of every Kafka source of a batch, merged by topic."""
+    merged: dict[str, dict[str, int]] = {}
+    for source in progress.get("sources") or []:
+        for topic, partitions in _offsets_by_partition(source.get("endOffset")).items():
+            merged.setdefault(topic, {}).update(partitions)
+    return merged
 
-    def __init__(self, store: QueryProgressStore) -> None:
+
+class ProgressListener(StreamingQueryListener):
+    """Feeds query lifecycle and progress events into a QueryProgressStore and the shadow group."""
+
+    def __init__(self, store: QueryProgressStore, shadow_group: ShadowGroupCommitter | None = None) -> None:
         self._store = store
+        self._shadow_group = shadow_group
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's callback names)
         self._store.started(str(event.id), event.name)
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
-        self._store.progressed(json.loads(event.progress.json))
+        progress = json.loads(event.progress.json)
+        self._store.progressed(progress)
+        if self._shadow_group is not None:
+            self._shadow_group.submit(kafka_end_offsets(progress))
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
         return None
@@ -218,11 +233,13 @@ class ProgressListener(StreamingQueryListener):
         self._store.terminated(str(event.id), failed=event.exception is not None)
 
 
-def serve_progress_metrics(spark: SparkSession, host: str, port: int) -> QueryProgressStore:
+def serve_progress_metrics(
+    spark: SparkSession, host: str, port: int, shadow_group: ShadowGroupCommitter | None = None
+) -> QueryProgressStore:
     """Register the listener and serve its metrics on http://host:port/metrics from a daemon thread."""
     store = QueryProgressStore()
     registry = CollectorRegistry()
     registry.register(QueryProgressCollector(store))
     start_http_server(port, addr=host, registry=registry)
-    spark.streams.addListener(ProgressListener(store))
+    spark.streams.addListener(ProgressListener(store, shadow_group))
     return store

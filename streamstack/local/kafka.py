@@ -171,16 +171,35 @@ class LocalKafka:
     def admin(self) -> KafkaAdminClient:
         return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id="streamstack")
 
-    def create_topics(self, topics: Iterable[TopicSpec]) -> None:
+    def create_topics(self, topics: Iterable[TopicSpec], timeout: float = 30.0) -> None:
+        """Create the topics (existing ones stay as they are); wait until every partition has a leader."""
+        wanted = list(topics)
         admin = self.admin()
         try:
-            for topic in topics:
+            for topic in wanted:
                 with contextlib.suppress(TopicAlreadyExistsError):
                     admin.create_topics(
                         [NewTopic(topic.name, topic.partitions, 1, topic_configs=topic.topic_config())]
                     )
+            deadline = time.monotonic() + timeout
+            while not self._all_partitions_led(admin, wanted):
+                if time.monotonic() > deadline:
+                    names = ", ".join(topic.name for topic in wanted)
+                    raise StreamstackError(f"topics {names} had no leader after {timeout:.0f} s")
+                time.sleep(0.2)
         finally:
             admin.close()
+
+    @staticmethod
+    def _all_partitions_led(admin: KafkaAdminClient, topics: list[TopicSpec]) -> bool:
+        described = {
+            topic["name"]: topic for topic in admin.describe_topics([topic.name for topic in topics])
+        }
+        return all(
+            len(described.get(topic.name, {}).get("partitions", [])) >= topic.partitions
+            and all(partition["leader_id"] >= 0 for partition in described[topic.name]["partitions"])
+            for topic in topics
+        )
 
     def stop(self) -> None:
         if self._process is not None:

@@ -6,8 +6,24 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+_PROC = Path("/proc")
+
+
+def _live_members_from_proc(pgid: int) -> bool:
+    """Any process of the group that is not a zombie (a zombie has exited; only its parent can reap it)."""
+    for stat_file in _PROC.glob("[0-9]*/stat"):
+        try:
+            stat = stat_file.read_text()
+        except OSError:
+            continue
+        # The command name in parentheses may contain spaces; the fields after it are fixed.
+        state, _ppid, group = stat[stat.rindex(")") + 2 :].split()[:3]
+        if int(group) == pgid and state != "Z":
+            return True
+    return False
 
 
 def process_group_alive(pgid: int) -> bool:
@@ -17,11 +33,14 @@ def process_group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return _live_members_from_proc(pgid) if _PROC.is_dir() else True
 
 
-def stop_process_group(pgid: int, timeout: float = 15.0) -> None:
-    """SIGTERM the whole group (a PySpark driver's JVM included), then SIGKILL what is left."""
+def stop_process_group(pgid: int, timeout: float = 15.0, reap: Callable[[], object] | None = None) -> None:
+    """SIGTERM the whole group (a PySpark driver's JVM included), then SIGKILL what is left.
+
+    `reap` collects our own child's exit status while we wait, so it does not linger as a zombie.
+    """
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(pgid, sig)
@@ -29,6 +48,8 @@ def stop_process_group(pgid: int, timeout: float = 15.0) -> None:
             return
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
+            if reap is not None:
+                reap()
             if not process_group_alive(pgid):
                 return
             time.sleep(0.1)
@@ -89,7 +110,7 @@ class ManagedProcess:
         if self._popen is None:
             return
         # The group id is the pid (new session); children such as a PySpark JVM live in the same group.
-        stop_process_group(self._popen.pid, timeout)
+        stop_process_group(self._popen.pid, timeout, reap=self._popen.poll)
         try:
             self._popen.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -1,0 +1,86 @@
+"""Commit each completed batch's end offsets to a "shadow" consumer group.
+
+Spark keeps its Kafka positions in the checkpoint and never commits them, so Burrow, kafka_exporter and
+`kafka-consumer-groups.sh` see nothing. After every batch we commit the batch's end offsets (the next offset
+to read, the same meaning as a Kafka commit) to a group that no consumer joins, so any Kafka tool sees where
+the query is. Commits run on a worker thread and coalesce: a slow broker never delays Spark's listener.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
+
+log = logging.getLogger(__name__)
+
+Offsets = dict[str, dict[str, int]]
+
+
+class ShadowGroupCommitter:
+    def __init__(self, bootstrap_servers: str, group_id: str, client_id: str = "streamstack-shadow") -> None:
+        self.group_id = group_id
+        self._bootstrap_servers = bootstrap_servers
+        self._client_id = client_id
+        self._pending: Offsets | None = None
+        self._condition = threading.Condition()
+        self._stopped = False
+        self.commits = 0
+        self.errors = 0
+        self._thread = threading.Thread(target=self._run, name=f"shadow-group-{group_id}", daemon=True)
+        self._thread.start()
+
+    def submit(self, offsets: Offsets) -> None:
+        """Queue these end offsets; a newer submission replaces one not yet committed."""
+        with self._condition:
+            self._pending = offsets
+            self._condition.notify()
+
+    def close(self, timeout: float = 10.0) -> None:
+        with self._condition:
+            self._stopped = True
+            self._condition.notify()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        consumer: KafkaConsumer | None = None
+        while True:
+            with self._condition:
+                while self._pending is None and not self._stopped:
+                    self._condition.wait()
+                offsets, self._pending = self._pending, None
+                stopping = self._stopped
+            if offsets:
+                consumer = self._commit(consumer, offsets)
+            if stopping:
+                break
+        if consumer is not None:
+            consumer.close(autocommit=False)
+
+    def _commit(self, consumer: KafkaConsumer | None, offsets: Offsets) -> KafkaConsumer | None:
+        try:
+            if consumer is None:
+                consumer = KafkaConsumer(
+                    bootstrap_servers=self._bootstrap_servers,
+                    group_id=self.group_id,
+                    client_id=self._client_id,
+                    enable_auto_commit=False,
+                )
+            consumer.commit(
+                {
+                    TopicPartition(topic, int(partition)): OffsetAndMetadata(offset, "", -1)
+                    for topic, partitions in offsets.items()
+                    for partition, offset in partitions.items()
+                }
+            )
+            self.commits += 1
+        except KafkaError as error:
+            self.errors += 1
+            log.warning("committing offsets to shadow group %s failed: %s", self.group_id, error)
+            if consumer is not None:
+                consumer.close(autocommit=False)
+            return None
+        return consumer
