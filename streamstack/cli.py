@@ -78,12 +78,15 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _stop_on_sigterm() -> None:
+def _stop_on_signals() -> None:
+    """Ctrl-C, `kill` and a closed terminal all stop the stack (SIGINT too: a shell starting us in the
+    background would otherwise have it ignored)."""
+
     def interrupt(_signum: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, interrupt)
-    signal.signal(signal.SIGHUP, interrupt)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupt)
 
 
 def _endpoints(state: dict[str, Any]) -> str:
@@ -114,7 +117,7 @@ def _local_up(args: argparse.Namespace, workdir: Path) -> int:
     found = runtimes.ensure(log=lambda line: print(line, file=sys.stderr))
     if args.detach:
         return _detach(args, workdir)
-    _stop_on_sigterm()
+    _stop_on_signals()
     stack = LocalStack(found, clickstream_pipeline(), options)
     interactive = sys.stdout.isatty() and not args.supervised
     try:
@@ -139,6 +142,8 @@ def _local_up(args: argparse.Namespace, workdir: Path) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)  # a second Ctrl-C must not cut the teardown short
         print("stopping the local stack ...", file=sys.stderr, flush=True)
         stack.down()
         print("stopped", file=sys.stderr, flush=True)

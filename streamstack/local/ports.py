@@ -21,6 +21,8 @@ def claim_port(port: int, what: str, flag: str) -> int:
     if port == 0:
         return free_port()
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As the services themselves do: connections of a stack just stopped (TIME_WAIT) don't count.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((LOOPBACK, port))
         except OSError:
