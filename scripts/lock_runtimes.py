@@ -7,12 +7,13 @@ Maintainers only (needs mvn, apt-get and network); `streamstack.runtimes` reads 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from streamstack.runtimes import sha256_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCK_PATH = REPO_ROOT / "streamstack" / "runtimes.lock.json"
@@ -45,14 +46,6 @@ SPARK_KAFKA_NOTE = (
 PROMETHEUS_PACKAGE = "prometheus"
 PROMETHEUS_VERSION = "2.42.0+ds-5+deb12u1"
 PROMETHEUS_ARCHITECTURE = "amd64"
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def pom_xml(coordinates: list[str], transitive: bool) -> str:

@@ -168,7 +168,7 @@ def _java_major_version(java: Path) -> int:
     return int(match.group(2) or 0) if major == 1 else major
 
 
-def _sha256_of(path: Path) -> str:
+def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as file:
         for block in iter(lambda: file.read(1 << 20), b""):
@@ -202,7 +202,7 @@ def _has_sha256(path: Path, expected: str) -> bool:
             return True
     except OSError:
         pass
-    if _sha256_of(path) != expected:
+    if sha256_of(path) != expected:
         stamp.unlink(missing_ok=True)
         return False
     _write_verified_stamp(path, expected)
@@ -423,7 +423,7 @@ def _download_deb(package: DebPackage, target: Path, log: Callable[[str], None])
             raise StreamstackError(
                 f"`apt-get download {pinned}` left {len(downloaded)} .deb files in {workdir}"
             )
-        actual = _sha256_of(downloaded[0])
+        actual = sha256_of(downloaded[0])
         if actual != package.sha256:
             raise StreamstackError(
                 f"sha256 mismatch for {package.file_name}: expected {package.sha256}, got {actual}"
