@@ -27,9 +27,6 @@ class ShadowGroupCommitter:
         self._client_id = client_id
         self._pending: Offsets | None = None
         self._condition = threading.Condition()
-        self._stopped = False
-        self.commits = 0
-        self.errors = 0
         self._thread = threading.Thread(target=self._run, name=f"shadow-group-{group_id}", daemon=True)
         self._thread.start()
 
@@ -39,26 +36,15 @@ class ShadowGroupCommitter:
             self._pending = offsets
             self._condition.notify()
 
-    def close(self, timeout: float = 10.0) -> None:
-        with self._condition:
-            self._stopped = True
-            self._condition.notify()
-        self._thread.join(timeout)
-
     def _run(self) -> None:
         consumer: KafkaConsumer | None = None
-        while True:
+        while True:  # a daemon thread: it ends with the driver
             with self._condition:
-                while self._pending is None and not self._stopped:
+                while self._pending is None:
                     self._condition.wait()
                 offsets, self._pending = self._pending, None
-                stopping = self._stopped
             if offsets:
                 consumer = self._commit(consumer, offsets)
-            if stopping:
-                break
-        if consumer is not None:
-            consumer.close(autocommit=False)
 
     def _commit(self, consumer: KafkaConsumer | None, offsets: Offsets) -> KafkaConsumer | None:
         try:
@@ -76,9 +62,7 @@ class ShadowGroupCommitter:
                     for partition, offset in partitions.items()
                 }
             )
-            self.commits += 1
         except KafkaError as error:
-            self.errors += 1
             log.warning("committing offsets to shadow group %s failed: %s", self.group_id, error)
             if consumer is not None:
                 consumer.close(autocommit=False)
