@@ -35,6 +35,9 @@ lint: $(STAMP) ## ruff (lint and format) and mypy
 test: setup lint ## lint, then the whole test suite on real Kafka, Spark and Prometheus
 	$(BIN)/pytest
 
+bench-jobs: setup ## benchmark the window job against Spark's ceiling and a plain consumer (JSON + markdown)
+	$(BIN)/python -m scripts.bench_windows
+
 lock: $(STAMP) ## re-pin every Python package after changing pyproject.toml
 	$(BIN)/pip freeze --exclude-editable | grep -v '^streamstack' > constraints.txt
 

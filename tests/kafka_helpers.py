@@ -67,3 +67,18 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval:
             pass
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def metric_sum(samples: dict[str, float], name: str, **labels: str) -> float:
+    """Sum of a metric's samples whose labels include all of `labels` (from `scrape`)."""
+    wanted = [f'{key}="{value}"' for key, value in labels.items()]
+    total = 0.0
+    for key, value in samples.items():
+        metric, _, label_text = key.partition("{")
+        if (
+            metric == name
+            and label_text
+            and all(item in label_text.rstrip("}").split(",") for item in wanted)
+        ):
+            total += value
+    return total

@@ -19,13 +19,14 @@ from streamstack.local.ports import free_port
 from streamstack.local.process import ManagedProcess
 from streamstack.local.prometheus import LocalPrometheus
 from streamstack.runtimes import Runtimes
-from tests.kafka_helpers import produce, read_all, scrape, wait_for
+from tests.kafka_helpers import metric_sum, produce, read_all, scrape, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
 WINDOW_SECONDS = 10
 WATERMARK_SECONDS = 5
-BASE = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+# Event times near now: the jobs dead-letter events more than 7 days from their Kafka timestamp.
+BASE = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=5)
 URLS = ("/home", "/cart", "/checkout")
 
 
@@ -77,12 +78,33 @@ def expected_counts(first: list[View], second: list[View]) -> dict[str, int]:
     return dict(counts)
 
 
+# Malformed input sent along with the first phase, and the dead-letter reason each must get.
+BAD_RECORDS: list[tuple[bytes, str]] = [
+    (b'{"user_id": "user-1", "url": "/home"', "malformed_json"),
+    (b"\xc3\x28 not utf-8", "not_utf8"),
+    (
+        json.dumps({"user_id": "user-1", "url": 7, "event_time": "2026-01-01T00:00:00Z"}).encode(),
+        "wrong_type",
+    ),
+    (json.dumps({"user_id": "user-1", "event_time": "2026-01-01T00:00:00Z"}).encode(), "missing_field"),
+    (
+        json.dumps({"user_id": "u", "url": "/", "event_time": "2999-01-01T00:00:00Z"}).encode(),
+        "event_time_out_of_range",
+    ),
+    (
+        json.dumps({"user_id": "u", "url": "/" * 70_000, "event_time": "2026-01-01T00:00:00Z"}).encode(),
+        "oversized",
+    ),
+]
+
+
 @dataclass
 class RunningJob:
     process: ManagedProcess
     metrics_url: str
     input_topic: str
     output_topic: str
+    dead_letter_topic: str
 
 
 @pytest.fixture(scope="module")
@@ -92,22 +114,37 @@ def windows_job(
     workdir: Path = tmp_path_factory.mktemp("windows-job")
     input_topic, output_topic = "e2e-page-views", "e2e-page-views-per-url"
     kafka.create_topics(
-        [TopicSpec(input_topic, partitions=3), TopicSpec(output_topic, partitions=3, compact=True)]
+        [
+            TopicSpec(input_topic, partitions=3),
+            TopicSpec(output_topic, partitions=3, compact=True),
+            TopicSpec(f"{input_topic}.dead-letters", partitions=1),
+            TopicSpec("e2e-page-view-windows", partitions=3, compact=True),
+            TopicSpec("e2e-page-views-late", partitions=1),
+        ]
     )
     produce(kafka.bootstrap_servers, input_topic, (view.encoded() for view in first_phase()))
+    produce(kafka.bootstrap_servers, input_topic, ((b"bad", value) for value, _ in BAD_RECORDS))
     port = free_port()
     process = spark_job_process(
         runtimes,
         "jobs.clickstream_windows",
         name="clickstream-windows",
         bootstrap_servers=kafka.bootstrap_servers,
-        input_topic=input_topic,
-        output_topic=output_topic,
         checkpoint_dir=workdir / "checkpoint",
         metrics_port=port,
         log_path=workdir / "job.log",
         trigger_interval="1 second",
         extra_args=(
+            "--input-topic",
+            input_topic,
+            "--output-topic",
+            output_topic,
+            "--dead-letter-topic",
+            f"{input_topic}.dead-letters",
+            "--windows-topic",
+            "e2e-page-view-windows",
+            "--late-topic",
+            "e2e-page-views-late",
             "--window-duration",
             f"{WINDOW_SECONDS} seconds",
             "--watermark-delay",
@@ -117,25 +154,32 @@ def windows_job(
         ),
     ).start()
     try:
-        yield RunningJob(process, f"http://127.0.0.1:{port}/metrics", input_topic, output_topic)
+        yield RunningJob(
+            process,
+            f"http://127.0.0.1:{port}/metrics",
+            input_topic,
+            output_topic,
+            f"{input_topic}.dead-letters",
+        )
     finally:
         process.stop()
 
 
 def processed_offsets(job: RunningJob) -> float:
-    return scrape(job.metrics_url).get("streamstack_query_source_end_offset", 0.0)
+    samples = scrape(job.metrics_url)
+    return metric_sum(samples, "streamstack_query_source_end_offset", query="clickstream-windows")
 
 
 def test_window_counts_read_back_from_kafka_are_exact(windows_job: RunningJob, kafka: LocalKafka) -> None:
     first, second = first_phase(), second_phase()
     wait_for(
-        lambda: processed_offsets(windows_job) == len(first),
+        lambda: processed_offsets(windows_job) == len(first) + len(BAD_RECORDS),
         timeout=180,
         what=f"the job to process the first {len(first)} events (log {windows_job.process.log_path})",
     )
     produce(kafka.bootstrap_servers, windows_job.input_topic, (view.encoded() for view in second))
     wait_for(
-        lambda: processed_offsets(windows_job) == len(first) + len(second),
+        lambda: processed_offsets(windows_job) == len(first) + len(BAD_RECORDS) + len(second),
         timeout=60,
         what="the job to process the second phase",
     )
@@ -147,9 +191,37 @@ def test_window_counts_read_back_from_kafka_are_exact(windows_job: RunningJob, k
 
     assert latest_per_key == expected_counts(first, second)
     metrics = scrape(windows_job.metrics_url)
-    assert metrics["streamstack_query_rows_dropped_by_watermark_total"] == 1
-    assert metrics["streamstack_query_input_rows_total"] == len(first) + len(second)
+    assert metrics['streamstack_query_rows_dropped_by_watermark_total{query="clickstream-windows"}'] == 1
+    read_rows = metrics['streamstack_query_input_rows_total{query="clickstream-windows"}']
+    assert read_rows == len(first) + len(BAD_RECORDS) + len(second)
     assert metrics['streamstack_query_active{query="clickstream-windows"}'] == 1
+
+
+def test_malformed_records_go_to_the_dead_letter_topic_and_are_counted(
+    windows_job: RunningJob, kafka: LocalKafka
+) -> None:
+    def dead_letters() -> list[tuple[bytes, str]]:
+        consumer = KafkaConsumer(
+            windows_job.dead_letter_topic,
+            bootstrap_servers=kafka.bootstrap_servers,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=3000,
+        )
+        try:
+            return [
+                (record.value, dict(record.headers)["dead_letter.reason"].decode()) for record in consumer
+            ]
+        finally:
+            consumer.close()
+
+    wait_for(lambda: len(dead_letters()) >= len(BAD_RECORDS), 120, "the dead letters")
+
+    assert sorted(dead_letters()) == sorted(BAD_RECORDS)
+    samples = scrape(windows_job.metrics_url)
+    query = "clickstream-windows.dead-letters"
+    for _, reason in BAD_RECORDS:
+        counted = metric_sum(samples, "streamstack_query_dead_letters_total", query=query, reason=reason)
+        assert counted == sum(1 for _, expected in BAD_RECORDS if expected == reason)
 
 
 def test_processed_offsets_are_committed_to_the_shadow_group(

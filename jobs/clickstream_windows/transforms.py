@@ -1,34 +1,25 @@
-"""Pure DataFrame -> DataFrame steps of the clickstream window job: parse, count, encode."""
+"""Pure DataFrame -> DataFrame steps of the clickstream window job: decode, count, encode."""
 
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
-PAGE_VIEW_SCHEMA = StructType(
-    [
-        StructField("user_id", StringType()),
-        StructField("url", StringType()),
-        StructField("event_time", TimestampType()),
-    ]
-)
+from jobs.common.config import EventLimits
+from jobs.common.events import decode_events, valid_events
+from jobs.common.schemas import PAGE_VIEW
 
 _ISO_MILLIS = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 
 
-def parse_page_views(kafka_records: DataFrame) -> DataFrame:
-    """Page views (user_id, url, event_time) from Kafka records whose value is a JSON page view.
+def decode_page_views(kafka_records: DataFrame, limits: EventLimits) -> DataFrame:
+    """Kafka records with a typed page view or a dead-letter reason each (see jobs.common.events)."""
+    return decode_events(kafka_records, PAGE_VIEW, limits)
 
-    Records that are not JSON page views with all three fields are left out here; the dead-letter
-    route for them is the job catalogue's concern.
-    """
-    parsed = F.from_json(F.col("value").cast("string"), PAGE_VIEW_SCHEMA)
-    return (
-        kafka_records.select(parsed.alias("view"))
-        .select("view.user_id", "view.url", "view.event_time")
-        .where(F.col("user_id").isNotNull() & F.col("url").isNotNull() & F.col("event_time").isNotNull())
-    )
+
+def page_views(decoded: DataFrame) -> DataFrame:
+    """The valid page views: user_id, url, event_time."""
+    return valid_events(decoded)
 
 
 def count_views_per_url(page_views: DataFrame, window_duration: str, watermark_delay: str) -> DataFrame:
@@ -62,4 +53,134 @@ def window_counts_as_records(counts: DataFrame) -> DataFrame:
                 F.col("views"),
             )
         ).alias("value"),
+    )
+
+
+# --- Views per url and per user in tumbling, hopping and session windows -------------------------------
+
+WINDOW_KINDS = ("tumbling", "hopping", "session")
+
+
+def view_dimensions(page_views: DataFrame) -> DataFrame:
+    """Each view as two rows, one per dimension it is counted under: ('url', url) and ('user', user_id)."""
+    return page_views.select(
+        "event_time",
+        F.inline(
+            F.array(
+                F.struct(F.lit("url").alias("dimension"), F.col("url").alias("value")),
+                F.struct(F.lit("user").alias("dimension"), F.col("user_id").alias("value")),
+            )
+        ),
+    )
+
+
+def _count_per_dimension(dimension_views: DataFrame, window: Column, kind: str) -> DataFrame:
+    return (
+        dimension_views.groupBy(window.alias("window"), F.col("dimension"), F.col("value"))
+        .agg(F.count(F.lit(1)).alias("views"))
+        .select(
+            F.lit(kind).alias("kind"),
+            "dimension",
+            "value",
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "views",
+        )
+    )
+
+
+def count_tumbling_views(page_views: DataFrame, window_duration: str, watermark_delay: str) -> DataFrame:
+    """Views per url and per user in tumbling windows; a row whose window ended at or before the
+    watermark is dropped."""
+    watermarked = page_views.withWatermark("event_time", watermark_delay)
+    return _count_per_dimension(
+        view_dimensions(watermarked), F.window("event_time", window_duration), "tumbling"
+    )
+
+
+def count_hopping_views(
+    page_views: DataFrame, window_duration: str, slide: str, watermark_delay: str
+) -> DataFrame:
+    """Views per url and per user in overlapping windows of `window_duration` starting every `slide`: each
+    view counts in every window that contains it, and is dropped only from windows already closed."""
+    watermarked = page_views.withWatermark("event_time", watermark_delay)
+    return _count_per_dimension(
+        view_dimensions(watermarked), F.window("event_time", window_duration, slide), "hopping"
+    )
+
+
+def count_session_views(page_views: DataFrame, session_gap: str, watermark_delay: str) -> DataFrame:
+    """Views per user in session windows: a user's views less than or exactly `session_gap` apart share a
+    session. As in Spark, window_start is the first view and window_end the last view plus the gap (when
+    the session closes). A view is dropped when its own `[event_time, event_time + gap)` ended at or
+    before the watermark; a session is final once the watermark passes its end."""
+    user_views = page_views.withWatermark("event_time", watermark_delay).select(
+        "event_time", F.lit("user").alias("dimension"), F.col("user_id").alias("value")
+    )
+    return _count_per_dimension(user_views, F.session_window("event_time", session_gap), "session")
+
+
+def dimension_counts_as_records(counts: DataFrame) -> DataFrame:
+    """Kafka key `<kind>|<dimension>|<value>|<window start>` (deterministic: a re-emitted count overwrites)
+    and a JSON value with the same fields and the count."""
+    return counts.select(
+        F.concat_ws("|", F.col("kind"), F.col("dimension"), F.col("value"), _iso("window_start")).alias(
+            "key"
+        ),
+        F.to_json(
+            F.struct(
+                F.col("kind"),
+                F.col("dimension"),
+                F.col("value"),
+                _iso("window_start").alias("window_start"),
+                _iso("window_end").alias("window_end"),
+                F.col("views"),
+            )
+        ).alias("value"),
+    )
+
+
+# --- Late views: routed to a topic for corrections --------------------------------------------------------
+
+
+def watermarked_view_records(decoded: DataFrame, watermark_delay: str) -> DataFrame:
+    """The valid page views with their Kafka origin and raw value, under the event-time watermark."""
+    return (
+        decoded.where(F.col("dead_letter_reason").isNull())
+        .select("topic", "partition", "offset", "key", "value", "event.event_time")
+        .withWatermark("event_time", watermark_delay)
+    )
+
+
+def late_views(view_records: DataFrame, window_duration: str, watermark_ms: int) -> DataFrame:
+    """The views a tumbling window count drops at this watermark: those whose window ended at or before it.
+
+    Applied per batch (the watermark is a batch's constant), to `watermarked_view_records`."""
+    window_end = F.window("event_time", window_duration).end
+    return view_records.select("*", window_end.alias("window_end")).where(
+        F.col("window_end") <= F.timestamp_millis(F.lit(watermark_ms))
+    )
+
+
+def late_views_as_records(late: DataFrame, watermark_ms: int, source_query: str) -> DataFrame:
+    """Late views as Kafka rows: the raw value, keyed `<topic>/<partition>/<offset>` (a re-run batch
+    overwrites rather than duplicates), with the watermark and origin in headers."""
+
+    def header(key: str, column: Column) -> Column:
+        return F.struct(F.lit(key).alias("key"), column.cast("string").cast("binary").alias("value"))
+
+    watermark = F.date_format(F.timestamp_millis(F.lit(watermark_ms)), _ISO_MILLIS)
+    return late.select(
+        F.format_string("%s/%d/%d", "topic", "partition", "offset").alias("key"),
+        F.col("value"),
+        F.array(
+            header("late.watermark", watermark),
+            header("late.window_end", _iso("window_end")),
+            header("late.event_time", _iso("event_time")),
+            header("late.query", F.lit(source_query)),
+            header("source.topic", F.col("topic")),
+            header("source.partition", F.col("partition")),
+            header("source.offset", F.col("offset")),
+            header("source.key", F.col("key")),
+        ).alias("headers"),
     )

@@ -1,16 +1,19 @@
 """Typed job configuration, parsed from the command line the same way locally and in the cluster.
 
 Only the master URL, addresses and paths differ between `streamstack local up` and a SparkApplication:
-both pass these flags to the same entry point.
+both pass these flags to the same entry point. Flags every job shares live here; each job adds its own
+topic flags and settings with `add_topic_argument` and plain argparse, then builds its own frozen config.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from dataclasses import dataclass, field
 
 _DURATION = re.compile(r"^\d+ (millisecond|second|minute|hour|day)s?$")
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _STARTING_OFFSETS = ("earliest", "latest")
 
 
@@ -19,31 +22,52 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class EventLimits:
+    """What a well-formed input event may look like; anything else is a dead letter."""
+
+    max_event_bytes: int = 64 * 1024
+    max_event_future_seconds: int = 60 * 60
+    max_event_age_seconds: int = 7 * 24 * 60 * 60
+
+    def __post_init__(self) -> None:
+        for flag, value in (
+            ("--max-event-bytes", self.max_event_bytes),
+            ("--max-event-future-seconds", self.max_event_future_seconds),
+            ("--max-event-age-seconds", self.max_event_age_seconds),
+        ):
+            if value < 1:
+                raise ConfigError(f"{flag} {value}: must be at least 1")
+
+
+@dataclass(frozen=True)
 class StreamingJobConfig:
-    """What every streaming job needs: where to read, where to write, where to checkpoint, how to report."""
+    """What every streaming job needs: Kafka, the checkpoint root, how to trigger, how to report.
+
+    A job may run several queries (its main queries and its dead-letter query); each checkpoints under
+    `<checkpoint_dir>/<query name>` and commits to the shadow group `<shadow_group_prefix><query name>`.
+    """
 
     query_name: str
     bootstrap_servers: str
-    input_topic: str
-    output_topic: str
     checkpoint_dir: str
     metrics_port: int
     metrics_host: str = "127.0.0.1"
     master: str | None = None
     trigger_interval: str = "2 seconds"
     starting_offsets: str = "earliest"
+    starting_timestamp_ms: int | None = None
     max_offsets_per_trigger: int | None = None
     shuffle_partitions: int = 4
     extra_jars: tuple[str, ...] = ()
     spark_conf: dict[str, str] = field(default_factory=dict)
-    shadow_group: str | None = None
+    shadow_group_prefix: str | None = "streamstack-"
+    dead_letter_topic: str = "dead-letters"
+    event_limits: EventLimits = field(default_factory=EventLimits)
 
     def __post_init__(self) -> None:
         for flag, value in (
             ("--query-name", self.query_name),
             ("--bootstrap-servers", self.bootstrap_servers),
-            ("--input-topic", self.input_topic),
-            ("--output-topic", self.output_topic),
             ("--checkpoint-dir", self.checkpoint_dir),
         ):
             if not value.strip():
@@ -53,17 +77,33 @@ class StreamingJobConfig:
         if not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"--metrics-port {self.metrics_port}: not a TCP port")
         require_duration("--trigger-interval", self.trigger_interval)
-        if self.starting_offsets not in _STARTING_OFFSETS:
-            raise ConfigError(
-                f"--starting-offsets {self.starting_offsets!r}: "
-                f"expected one of {', '.join(_STARTING_OFFSETS)}"
-            )
+        require_starting_offsets(self.starting_offsets)
+        if self.starting_timestamp_ms is not None and self.starting_timestamp_ms < 0:
+            raise ConfigError(f"--starting-timestamp-ms {self.starting_timestamp_ms}: must not be negative")
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
             raise ConfigError(f"--max-offsets-per-trigger {self.max_offsets_per_trigger}: must be at least 1")
-        if self.shadow_group is not None and not self.shadow_group.strip():
-            raise ConfigError("--shadow-group must not be empty")
+        if self.shadow_group_prefix is not None and not self.shadow_group_prefix.strip():
+            raise ConfigError("--shadow-group-prefix must not be empty")
         if self.shuffle_partitions < 1:
             raise ConfigError(f"--shuffle-partitions {self.shuffle_partitions}: must be at least 1")
+        require_topic("--dead-letter-topic", self.dead_letter_topic)
+
+    def checkpoint_for(self, query_name: str) -> str:
+        """Each query of the job checkpoints in its own directory under the job's checkpoint root."""
+        return f"{self.checkpoint_dir.rstrip('/')}/{query_name}"
+
+    @property
+    def trigger_interval_seconds(self) -> float:
+        return duration_seconds(self.trigger_interval)
+
+
+_UNIT_SECONDS = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0, "day": 86400.0}
+
+
+def duration_seconds(duration: str) -> float:
+    """'10 seconds' -> 10.0, for a duration already accepted by `require_duration`."""
+    amount, unit = duration.split()
+    return int(amount) * _UNIT_SECONDS[unit.rstrip("s")]
 
 
 def require_duration(flag: str, value: str) -> str:
@@ -73,18 +113,59 @@ def require_duration(flag: str, value: str) -> str:
     return value.strip()
 
 
+def require_topic(flag: str, value: str) -> str:
+    if not _TOPIC.match(value):
+        raise ConfigError(f"{flag} {value!r}: not a Kafka topic name (letters, digits, '.', '_', '-')")
+    return value
+
+
+def require_starting_offsets(value: str) -> str:
+    """'earliest', 'latest', or Spark's per-partition JSON such as {"page-views":{"0":42,"1":-2}}."""
+    if value in _STARTING_OFFSETS:
+        return value
+    try:
+        offsets = json.loads(value)
+    except json.JSONDecodeError:
+        offsets = None
+    valid = isinstance(offsets, dict) and all(
+        isinstance(partitions, dict)
+        and all(str(p).isdigit() and isinstance(o, int) and o >= -2 for p, o in partitions.items())
+        for partitions in offsets.values()
+    )
+    if not valid:
+        raise ConfigError(
+            f"--starting-offsets {value!r}: expected earliest, latest or JSON such as "
+            '\'{"page-views":{"0":42,"1":-2}}\' (-2 = earliest, -1 = latest)'
+        )
+    return value
+
+
+def add_topic_argument(parser: argparse.ArgumentParser, flag: str, default: str, description: str) -> None:
+    parser.add_argument(flag, default=default, help=f"{description} (default {default})")
+
+
 def add_streaming_job_arguments(parser: argparse.ArgumentParser, *, query_name: str) -> None:
     """Flags shared by every job; each job adds its own on top."""
-    parser.add_argument("--query-name", default=query_name, help="stable name of the streaming query")
+    parser.add_argument("--query-name", default=query_name, help="stable name of the job's main query")
     parser.add_argument("--bootstrap-servers", required=True, help="Kafka bootstrap servers, host:port[,...]")
-    parser.add_argument("--input-topic", required=True)
-    parser.add_argument("--output-topic", required=True)
-    parser.add_argument("--checkpoint-dir", required=True, help="directory or URI of the query checkpoint")
+    parser.add_argument(
+        "--checkpoint-dir", required=True, help="directory or URI under which each query checkpoints"
+    )
     parser.add_argument("--metrics-port", type=int, default=9400, help="port of the Prometheus endpoint")
     parser.add_argument("--metrics-host", default="127.0.0.1", help="address the Prometheus endpoint binds")
     parser.add_argument("--master", default=None, help="Spark master URL; unset under spark-submit")
     parser.add_argument("--trigger-interval", default="2 seconds")
-    parser.add_argument("--starting-offsets", default="earliest", help="where a new checkpoint starts")
+    parser.add_argument(
+        "--starting-offsets",
+        default="earliest",
+        help="where a new checkpoint starts: earliest, latest or per-partition JSON (replay)",
+    )
+    parser.add_argument(
+        "--starting-timestamp-ms",
+        type=int,
+        default=None,
+        help="a new checkpoint starts at the first record at or after this time (replay)",
+    )
     parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
     parser.add_argument("--shuffle-partitions", type=int, default=4)
     parser.add_argument("--extra-jars", default="", help="comma-separated jars (local mode only)")
@@ -92,12 +173,26 @@ def add_streaming_job_arguments(parser: argparse.ArgumentParser, *, query_name: 
         "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
     )
     parser.add_argument(
-        "--shadow-group",
-        default=None,
-        help="consumer group that gets each batch's end offsets (default streamstack-<query name>)",
+        "--shadow-group-prefix",
+        default="streamstack-",
+        help="each query commits its batches' end offsets to the group <prefix><query name>",
     )
     parser.add_argument(
-        "--no-shadow-group", action="store_true", help="do not commit processed offsets to a consumer group"
+        "--no-shadow-group", action="store_true", help="do not commit processed offsets to consumer groups"
+    )
+    add_topic_argument(parser, "--dead-letter-topic", "dead-letters", "where malformed input goes")
+    parser.add_argument("--max-event-bytes", type=int, default=EventLimits.max_event_bytes)
+    parser.add_argument(
+        "--max-event-future-seconds",
+        type=int,
+        default=EventLimits.max_event_future_seconds,
+        help="event time may lead the record's Kafka timestamp by at most this much",
+    )
+    parser.add_argument(
+        "--max-event-age-seconds",
+        type=int,
+        default=EventLimits.max_event_age_seconds,
+        help="event time may trail the record's Kafka timestamp by at most this much",
     )
 
 
@@ -112,19 +207,22 @@ def streaming_job_config(args: argparse.Namespace) -> StreamingJobConfig:
     return StreamingJobConfig(
         query_name=args.query_name,
         bootstrap_servers=args.bootstrap_servers,
-        input_topic=args.input_topic,
-        output_topic=args.output_topic,
         checkpoint_dir=args.checkpoint_dir,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         master=args.master,
         trigger_interval=args.trigger_interval,
         starting_offsets=args.starting_offsets,
+        starting_timestamp_ms=args.starting_timestamp_ms,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         shuffle_partitions=args.shuffle_partitions,
         extra_jars=tuple(jar for jar in args.extra_jars.split(",") if jar),
         spark_conf=spark_conf,
-        shadow_group=None
-        if args.no_shadow_group
-        else (args.shadow_group or f"streamstack-{args.query_name}"),
+        shadow_group_prefix=None if args.no_shadow_group else args.shadow_group_prefix,
+        dead_letter_topic=args.dead_letter_topic,
+        event_limits=EventLimits(
+            max_event_bytes=args.max_event_bytes,
+            max_event_future_seconds=args.max_event_future_seconds,
+            max_event_age_seconds=args.max_event_age_seconds,
+        ),
     )

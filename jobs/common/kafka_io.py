@@ -1,36 +1,112 @@
-"""Reading and writing Kafka topics as streams; the only place jobs touch Kafka options."""
+"""Reading and writing Kafka topics as streams; the only place jobs touch Kafka options.
+
+Every writer goes through `write_kafka_stream`, which names the query, checkpoints it under the job's
+checkpoint root and applies the job's trigger: restarting a job resumes each query from its checkpoint.
+"""
 
 from __future__ import annotations
 
+import json
+import time
+from collections.abc import Mapping, Sequence
+
+from kafka import KafkaConsumer
+from kafka.errors import KafkaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from jobs.common.config import StreamingJobConfig
+from jobs.common.config import ConfigError, StreamingJobConfig
 
 
-def read_kafka_stream(spark: SparkSession, config: StreamingJobConfig) -> DataFrame:
-    """Kafka records with key, value, topic, partition, offset and timestamp columns."""
+def read_kafka_stream(spark: SparkSession, config: StreamingJobConfig, topics: Sequence[str]) -> DataFrame:
+    """Kafka records (key, value, topic, partition, offset, timestamp, ...) of the given topics.
+
+    `--starting-offsets` / `--starting-timestamp-ms` only apply when the query has no checkpoint yet: they
+    are how a replay into a new checkpoint chooses where to start.
+    """
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", config.bootstrap_servers)
-        .option("subscribe", config.input_topic)
-        .option("startingOffsets", config.starting_offsets)
+        .option("subscribe", ",".join(topics))
         .option("failOnDataLoss", "true")
+        .option("includeHeaders", "false")
     )
+    if config.starting_timestamp_ms is not None:
+        reader = reader.option("startingTimestamp", str(config.starting_timestamp_ms))
+    else:
+        reader = reader.option("startingOffsets", config.starting_offsets)
     if config.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
     return reader.load()
 
 
-def write_kafka_stream(records: DataFrame, config: StreamingJobConfig, output_mode: str) -> StreamingQuery:
-    """Start the query writing `key`/`value` rows to the output topic, checkpointed."""
+def read_topic_until(
+    spark: SparkSession, config: StreamingJobConfig, topic: str, end_offsets: dict[str, int] | None
+) -> DataFrame:
+    """A topic's records from its start up to (excluding) `end_offsets`, or to its end when None, as a
+    batch DataFrame. Offsets missing below the end are what compaction removed, not lost data."""
     return (
-        records.writeStream.format("kafka")
-        .queryName(config.query_name)
+        spark.read.format("kafka")
         .option("kafka.bootstrap.servers", config.bootstrap_servers)
-        .option("topic", config.output_topic)
-        .option("checkpointLocation", config.checkpoint_dir)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest" if end_offsets is None else json.dumps({topic: end_offsets}))
+        .option("failOnDataLoss", "false")
+        .load()
+    )
+
+
+def write_kafka_stream(
+    records: DataFrame,
+    config: StreamingJobConfig,
+    *,
+    query_name: str,
+    topic: str | None,
+    output_mode: str,
+) -> StreamingQuery:
+    """Start a query writing `key`/`value` (and optional `headers`) rows to a topic, checkpointed.
+
+    With `topic=None` each row names its own topic in a `topic` column.
+    """
+    writer = (
+        records.writeStream.format("kafka")
+        .queryName(query_name)
+        .option("kafka.bootstrap.servers", config.bootstrap_servers)
+        .option("checkpointLocation", config.checkpoint_for(query_name))
         .outputMode(output_mode)
         .trigger(processingTime=config.trigger_interval)
-        .start()
     )
+    if topic is not None:
+        writer = writer.option("topic", topic)
+    return writer.start()
+
+
+def require_existing_topics(
+    config: StreamingJobConfig, topics_by_flag: Mapping[str, str], timeout: float = 30
+) -> None:
+    """Fail at startup, naming the flag, when a topic the job reads or writes does not exist.
+
+    Without this the Kafka sink waits a minute for metadata of a missing topic and the query dies with a
+    timeout that does not say which setting is wrong.
+    """
+    wanted = {**topics_by_flag, "--dead-letter-topic": config.dead_letter_topic}
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            consumer = KafkaConsumer(bootstrap_servers=config.bootstrap_servers, client_id=config.query_name)
+            try:
+                existing = consumer.topics()
+            finally:
+                consumer.close()
+            break
+        except KafkaError as error:
+            if time.monotonic() > deadline:
+                raise ConfigError(
+                    f"--bootstrap-servers {config.bootstrap_servers}: Kafka not reachable ({error})"
+                ) from error
+            time.sleep(1)
+    missing = [f"{flag} {topic!r}" for flag, topic in wanted.items() if topic not in existing]
+    if missing:
+        raise ConfigError(
+            f"topic does not exist: {', '.join(missing)} (create it first; auto-creation is off)"
+        )

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,9 +21,11 @@ from prometheus_client.registry import Collector
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from jobs.common.config import StreamingJobConfig
 from jobs.common.shadow_group import ShadowGroupCommitter
 
 PREFIX = "streamstack_query"
+OBSERVED_DEAD_LETTERS = "dead_letters"
 
 
 def parse_spark_timestamp(text: str) -> float:
@@ -53,7 +56,10 @@ class QueryState:
     batches_total: int = 0
     input_rows_total: int = 0
     rows_dropped_by_watermark_total: int = 0
+    output_rows_total: int | None = None
+    dead_letters_total: dict[str, int] = field(default_factory=dict)
     last_progress_unix: float = 0.0
+    last_activity_unix: float = 0.0
 
 
 class QueryProgressStore:
@@ -82,7 +88,21 @@ class QueryProgressStore:
             state.rows_dropped_by_watermark_total += sum(
                 int(op.get("numRowsDroppedByWatermark") or 0) for op in progress.get("stateOperators") or []
             )
+            sink_rows = (progress.get("sink") or {}).get("numOutputRows")
+            # foreachBatch sinks report -1: the rows they write are unknown to Spark, so no series.
+            if sink_rows is not None and int(sink_rows) >= 0:
+                state.output_rows_total = (state.output_rows_total or 0) + int(sink_rows)
+            observed = (progress.get("observedMetrics") or {}).get(OBSERVED_DEAD_LETTERS) or {}
+            for reason, count in observed.items():
+                state.dead_letters_total[reason] = state.dead_letters_total.get(reason, 0) + int(count or 0)
             state.last_progress_unix = parse_spark_timestamp(progress["timestamp"])
+            state.last_activity_unix = max(state.last_activity_unix, state.last_progress_unix)
+
+    def idle(self, query_id: str, timestamp: str) -> None:
+        with self._lock:
+            label = self._names_by_id.get(query_id, query_id)
+            state = self._queries.setdefault(label, QueryState())
+            state.last_activity_unix = max(state.last_activity_unix, parse_spark_timestamp(timestamp))
 
     def terminated(self, query_id: str, failed: bool) -> None:
         with self._lock:
@@ -100,7 +120,10 @@ class QueryProgressStore:
                     batches_total=state.batches_total,
                     input_rows_total=state.input_rows_total,
                     rows_dropped_by_watermark_total=state.rows_dropped_by_watermark_total,
+                    output_rows_total=state.output_rows_total,
+                    dead_letters_total=dict(state.dead_letters_total),
                     last_progress_unix=state.last_progress_unix,
+                    last_activity_unix=state.last_activity_unix,
                 )
                 for name, state in self._queries.items()
             }
@@ -109,15 +132,24 @@ class QueryProgressStore:
 class QueryProgressCollector(Collector):
     """Builds fresh metric families from the store's snapshot on every scrape."""
 
-    def __init__(self, store: QueryProgressStore) -> None:
+    def __init__(
+        self,
+        store: QueryProgressStore,
+        trigger_interval_seconds: float,
+        rate_limited: bool,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._store = store
+        self._trigger_interval_seconds = trigger_interval_seconds
+        self._rate_limited = rate_limited
+        self._clock = clock
 
     def collect(self) -> Iterator[Metric]:
         def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> GaugeMetricFamily:
             return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["query", *labels])
 
-        def counter(name: str, doc: str) -> CounterMetricFamily:
-            return CounterMetricFamily(f"{PREFIX}_{name}", doc, labels=["query"])
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> CounterMetricFamily:
+            return CounterMetricFamily(f"{PREFIX}_{name}", doc, labels=["query", *labels])
 
         active = gauge("active", "1 while the query runs, 0 once it has stopped")
         failed = gauge("failed", "1 if the query stopped with an exception")
@@ -144,6 +176,27 @@ class QueryProgressCollector(Collector):
         batches = counter("batches", "Completed batches since the driver started")
         input_rows = counter("input_rows", "Rows read since the driver started")
         dropped = counter("rows_dropped_by_watermark", "Rows older than the watermark, dropped by state ops")
+        output_rows = counter(
+            "output_rows", "Rows written to the sink since the driver started (not for foreachBatch sinks)"
+        )
+        dead_letters = counter(
+            "dead_letters", "Malformed input records sent to the dead-letter topic, by reason", ("reason",)
+        )
+        utilization = gauge(
+            "batch_utilization",
+            "Trigger execution time of the last batch / trigger interval; above 1 the query falls behind",
+        )
+        rate_limited = gauge(
+            "rate_limited",
+            "1 if the last batch stopped short of the latest offsets because of maxOffsetsPerTrigger",
+        )
+        watermark_delay = gauge(
+            "watermark_delay_seconds", "How far the watermark trails the last batch's trigger time"
+        )
+        since_progress = gauge(
+            "seconds_since_last_progress", "Seconds since the query last reported a batch or being idle"
+        )
+        now = self._clock()
 
         for name, state in sorted(self._store.snapshot().items()):
             labels = [name]
@@ -152,13 +205,23 @@ class QueryProgressCollector(Collector):
             batches.add_metric(labels, float(state.batches_total))
             input_rows.add_metric(labels, float(state.input_rows_total))
             dropped.add_metric(labels, float(state.rows_dropped_by_watermark_total))
+            if state.output_rows_total is not None:
+                output_rows.add_metric(labels, float(state.output_rows_total))
+            for reason, count in sorted(state.dead_letters_total.items()):
+                dead_letters.add_metric([name, reason], float(count))
             progress = state.progress
             if not progress:
                 continue
+            if state.active:
+                since_progress.add_metric(labels, max(0.0, now - state.last_activity_unix))
             input_rate.add_metric(labels, float(progress.get("inputRowsPerSecond") or 0.0))
             processed_rate.add_metric(labels, float(progress.get("processedRowsPerSecond") or 0.0))
             durations = progress.get("durationMs") or {}
-            batch_duration.add_metric(labels, float(durations.get("triggerExecution", 0)) / 1000.0)
+            trigger_seconds = float(durations.get("triggerExecution", 0)) / 1000.0
+            batch_duration.add_metric(labels, trigger_seconds)
+            utilization.add_metric(labels, trigger_seconds / self._trigger_interval_seconds)
+            behind_total = sum(_offsets_behind_by_topic(progress).values())
+            rate_limited.add_metric(labels, 1.0 if self._rate_limited and behind_total > 0 else 0.0)
             for phase, millis in sorted(durations.items()):
                 phase_duration.add_metric([name, phase], float(millis) / 1000.0)
             batch_id.add_metric(labels, float(progress.get("batchId", 0)))
@@ -172,7 +235,10 @@ class QueryProgressCollector(Collector):
                         end_offset.add_metric([name, topic, partition], float(offset))
             event_time = progress.get("eventTime") or {}
             if "watermark" in event_time:
-                watermark.add_metric(labels, parse_spark_timestamp(event_time["watermark"]))
+                watermark_seconds = parse_spark_timestamp(event_time["watermark"])
+                watermark.add_metric(labels, watermark_seconds)
+                if watermark_seconds > 0:
+                    watermark_delay.add_metric(labels, state.last_progress_unix - watermark_seconds)
             operators = progress.get("stateOperators") or []
             if operators:
                 state_rows.add_metric(
@@ -184,7 +250,8 @@ class QueryProgressCollector(Collector):
 
         yield from (active, failed, input_rate, processed_rate, batch_duration, phase_duration, batch_id)
         yield from (batch_rows, last_progress, behind, end_offset, watermark, state_rows, state_bytes)
-        yield from (batches, input_rows, dropped)
+        yield from (batches, input_rows, dropped, output_rows, dead_letters)
+        yield from (utilization, rate_limited, watermark_delay, since_progress)
 
 
 def _offsets_behind_by_topic(progress: dict[str, Any]) -> dict[str, int]:
@@ -210,12 +277,30 @@ def kafka_end_offsets(progress: dict[str, Any]) -> dict[str, dict[str, int]]:
     return merged
 
 
-class ProgressListener(StreamingQueryListener):
-    """Feeds query lifecycle and progress events into a QueryProgressStore and the shadow group."""
+class ShadowGroups:
+    """One committer per query, to the group `<prefix><query name>`, created on the query's first batch."""
 
-    def __init__(self, store: QueryProgressStore, shadow_group: ShadowGroupCommitter | None = None) -> None:
+    def __init__(self, bootstrap_servers: str, prefix: str) -> None:
+        self._bootstrap_servers = bootstrap_servers
+        self._prefix = prefix
+        self._committers: dict[str, ShadowGroupCommitter] = {}
+        self._lock = threading.Lock()
+
+    def submit(self, query_name: str, offsets: dict[str, dict[str, int]]) -> None:
+        with self._lock:
+            committer = self._committers.get(query_name)
+            if committer is None:
+                committer = ShadowGroupCommitter(self._bootstrap_servers, f"{self._prefix}{query_name}")
+                self._committers[query_name] = committer
+        committer.submit(offsets)
+
+
+class ProgressListener(StreamingQueryListener):
+    """Feeds query lifecycle and progress events into a QueryProgressStore and the shadow groups."""
+
+    def __init__(self, store: QueryProgressStore, shadow_groups: ShadowGroups | None = None) -> None:
         self._store = store
-        self._shadow_group = shadow_group
+        self._shadow_groups = shadow_groups
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's callback names)
         self._store.started(str(event.id), event.name)
@@ -223,23 +308,33 @@ class ProgressListener(StreamingQueryListener):
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
         progress = json.loads(event.progress.json)
         self._store.progressed(progress)
-        if self._shadow_group is not None:
-            self._shadow_group.submit(kafka_end_offsets(progress))
+        if self._shadow_groups is not None and progress.get("name"):
+            self._shadow_groups.submit(progress["name"], kafka_end_offsets(progress))
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-        return None
+        self._store.idle(str(event.id), event.timestamp)
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
         self._store.terminated(str(event.id), failed=event.exception is not None)
 
 
-def serve_progress_metrics(
-    spark: SparkSession, host: str, port: int, shadow_group: ShadowGroupCommitter | None = None
-) -> QueryProgressStore:
-    """Register the listener and serve its metrics on http://host:port/metrics from a daemon thread."""
+def serve_progress_metrics(spark: SparkSession, config: StreamingJobConfig) -> QueryProgressStore:
+    """Register the listener (with the job's shadow groups) and serve its metrics on
+    http://<metrics host>:<metrics port>/metrics from a daemon thread. Call before starting queries."""
     store = QueryProgressStore()
     registry = CollectorRegistry()
-    registry.register(QueryProgressCollector(store))
-    start_http_server(port, addr=host, registry=registry)
-    spark.streams.addListener(ProgressListener(store, shadow_group))
+    registry.register(
+        QueryProgressCollector(
+            store,
+            trigger_interval_seconds=config.trigger_interval_seconds,
+            rate_limited=config.max_offsets_per_trigger is not None,
+        )
+    )
+    start_http_server(config.metrics_port, addr=config.metrics_host, registry=registry)
+    shadow_groups = (
+        ShadowGroups(config.bootstrap_servers, config.shadow_group_prefix)
+        if config.shadow_group_prefix
+        else None
+    )
+    spark.streams.addListener(ProgressListener(store, shadow_groups))
     return store

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
@@ -21,8 +22,15 @@ Offsets = dict[str, dict[str, int]]
 
 
 class ShadowGroupCommitter:
-    def __init__(self, bootstrap_servers: str, group_id: str, client_id: str = "streamstack-shadow") -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        group_id: str,
+        client_id: str = "streamstack-shadow",
+        retry_seconds: float = 2.0,
+    ) -> None:
         self.group_id = group_id
+        self._retry_seconds = retry_seconds
         self._bootstrap_servers = bootstrap_servers
         self._client_id = client_id
         self._pending: Offsets | None = None
@@ -45,6 +53,13 @@ class ShadowGroupCommitter:
                 offsets, self._pending = self._pending, None
             if offsets:
                 consumer = self._commit(consumer, offsets)
+                if consumer is None:
+                    # Keep the failed offsets unless newer ones arrived meanwhile, and try again: the
+                    # query may not report again for a long time, and the group must still catch up.
+                    with self._condition:
+                        if self._pending is None:
+                            self._pending = offsets
+                    time.sleep(self._retry_seconds)
 
     def _commit(self, consumer: KafkaConsumer | None, offsets: Offsets) -> KafkaConsumer | None:
         try:

@@ -11,10 +11,17 @@ from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from jobs.clickstream_windows.transforms import (
+    count_hopping_views,
+    count_session_views,
     count_views_per_url,
-    parse_page_views,
+    decode_page_views,
+    dimension_counts_as_records,
+    late_views,
+    late_views_as_records,
+    page_views,
     window_counts_as_records,
 )
+from jobs.common.config import EventLimits
 
 pytestmark = pytest.mark.spark
 
@@ -34,9 +41,11 @@ def test_parse_keeps_valid_page_views_and_leaves_out_malformed(spark: SparkSessi
         json.dumps({"user_id": "user-3", "url": "/c", "event_time": "yesterday"}).encode(),
         None,
     ]
-    records = spark.createDataFrame([_record(value) for value in values], "value binary")
+    records = spark.createDataFrame(
+        [(value, BASE.replace(tzinfo=None)) for value in values], "value binary, timestamp timestamp"
+    )
 
-    parsed = parse_page_views(records)
+    parsed = page_views(decode_page_views(records, EventLimits()))
 
     expected = spark.createDataFrame(
         [("user-1", "/a", (BASE + timedelta(seconds=1.5)).replace(tzinfo=None))],
@@ -86,3 +95,117 @@ def test_records_are_keyed_by_window_start_and_url(spark: SparkSession) -> None:
         "url": "/a",
         "views": 3,
     }
+
+
+def _naive(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=None)
+
+
+def test_hopping_counts_per_url_and_user_match_plain_python(spark: SparkSession) -> None:
+    views = [("u1", "/a", 0.0), ("u2", "/a", 9.5), ("u1", "/b", 10.0), ("u1", "/a", 25.0), ("u2", "/b", 31.0)]
+    frame = spark.createDataFrame(
+        [(user, url, _naive(BASE + timedelta(seconds=s))) for user, url, s in views],
+        "user_id string, url string, event_time timestamp",
+    )
+
+    counts = count_hopping_views(frame, "30 seconds", "10 seconds", "1 minute")
+
+    # BASE is on a minute boundary, so windows aligned to the epoch start at multiples of 10 s after it.
+    expected_counter: Counter[tuple[str, str, int]] = Counter()
+    for user, url, offset in views:
+        for start in range(int(offset // 10) * 10, int(offset) - 30, -10):
+            expected_counter[("url", url, start)] += 1
+            expected_counter[("user", user, start)] += 1
+    expected = spark.createDataFrame(
+        [
+            (
+                "hopping",
+                dimension,
+                value,
+                _naive(BASE + timedelta(seconds=start)),
+                _naive(BASE + timedelta(seconds=start + 30)),
+                count,
+            )
+            for (dimension, value, start), count in expected_counter.items()
+        ],
+        "kind string, dimension string, value string, window_start timestamp, window_end timestamp, "
+        "views long",
+    )
+    assertDataFrameEqual(counts.select(*expected.columns), expected)
+
+
+def test_session_counts_end_one_gap_after_the_last_view(spark: SparkSession) -> None:
+    views = [("u1", 0), ("u1", 20), ("u1", 41), ("u2", 5)]
+    frame = spark.createDataFrame(
+        [(user, "/a", _naive(BASE + timedelta(seconds=s))) for user, s in views],
+        "user_id string, url string, event_time timestamp",
+    )
+
+    counts = count_session_views(frame, "20 seconds", "1 minute")
+
+    # At most 20 s apart: u1's 0 and 20 share a session, 41 starts another.
+    sessions = [("u1", 0, 20, 2), ("u1", 41, 41, 1), ("u2", 5, 5, 1)]
+    expected = spark.createDataFrame(
+        [
+            (
+                "session",
+                "user",
+                user,
+                _naive(BASE + timedelta(seconds=first)),
+                _naive(BASE + timedelta(seconds=last + 20)),
+                count,
+            )
+            for user, first, last, count in sessions
+        ],
+        "kind string, dimension string, value string, window_start timestamp, window_end timestamp, "
+        "views long",
+    )
+    assertDataFrameEqual(counts.select(*expected.columns), expected)
+
+
+def test_dimension_records_are_keyed_by_kind_dimension_value_and_window_start(spark: SparkSession) -> None:
+    start = _naive(BASE)
+    counts = spark.createDataFrame(
+        [("hopping", "user", "user-1", start, start + timedelta(seconds=30), 4)],
+        "kind string, dimension string, value string, window_start timestamp, window_end timestamp, "
+        "views long",
+    )
+
+    [record] = dimension_counts_as_records(counts).collect()
+
+    assert record["key"] == "hopping|user|user-1|2026-11-22T12:00:00.000Z"
+    assert json.loads(record["value"]) == {
+        "kind": "hopping",
+        "dimension": "user",
+        "value": "user-1",
+        "window_start": "2026-11-22T12:00:00.000Z",
+        "window_end": "2026-11-22T12:00:30.000Z",
+        "views": 4,
+    }
+
+
+def test_late_views_are_those_whose_tumbling_window_ended_by_the_watermark(spark: SparkSession) -> None:
+    watermark = BASE + timedelta(seconds=20)
+    offsets_seconds = [5.0, 9.999, 10.0, 19.999, 20.0, 35.0]
+    records = spark.createDataFrame(
+        [
+            ("views", 1, offset, b"k", f"v{offset}".encode(), _naive(BASE + timedelta(seconds=s)))
+            for offset, s in enumerate(offsets_seconds)
+        ],
+        "topic string, partition int, offset long, key binary, value binary, event_time timestamp",
+    )
+
+    late = late_views_as_records(
+        late_views(records, "10 seconds", int(watermark.timestamp() * 1000)),
+        int(watermark.timestamp() * 1000),
+        "q.late",
+    ).collect()
+
+    # Window end = the next multiple of 10 s; late when it is at or before the watermark (20 s).
+    expected_offsets = [i for i, s in enumerate(offsets_seconds) if (s // 10 + 1) * 10 <= 20]
+    assert [row["key"] for row in late] == [f"views/1/{offset}" for offset in expected_offsets]
+    assert [bytes(row["value"]) for row in late] == [f"v{offset}".encode() for offset in expected_offsets]
+    headers = {header["key"]: bytes(header["value"]).decode() for header in late[0]["headers"]}
+    assert headers["late.watermark"] == "2026-11-22T12:00:20.000Z"
+    assert headers["late.window_end"] == "2026-11-22T12:00:10.000Z"
+    assert headers["source.offset"] == "0"

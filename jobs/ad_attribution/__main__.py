@@ -1,0 +1,5 @@
+import sys
+
+from jobs.ad_attribution.main import main
+
+sys.exit(main())

@@ -1,0 +1,164 @@
+"""Ad attribution: each ad impression joined with the clicks on it (a stream-stream join), in event time.
+
+Input:  `--impressions-topic` (ad-impressions), JSON `{"impression_id", "ad_id", "user_id", "event_time"}`;
+        `--clicks-topic` (ad-clicks), JSON `{"click_id", "impression_id", "ad_id", "user_id", "event_time"}`
+        (event_time ISO-8601 with a zone).
+Output: `--output-topic` (ad-attributions, compacted), one record per impression, keyed by impression id,
+        value `{"impression_id", "ad_id", "user_id", "impression_time", "click_id", "click_time", "clicked",
+        "seconds_to_click", "click_count"}`; click_id, click_time and seconds_to_click are null (present,
+        not omitted) when clicked is false.
+Join:   a click matches an impression when both impression id AND ad id are equal and
+        impression_time <= click_time <= impression_time + `--attribution-window` (both ends inclusive):
+        a click before its impression or after the window does not match. An impression that no click
+        matches is emitted with clicked false (left outer join). The click's user_id is not compared.
+        A click matching no impression (unknown id, other ad, out of the window) is not emitted anywhere.
+Several clicks on one impression: the stream-stream join yields one row per matching (impression, click)
+        pair; the job then keeps, per impression, the earliest click (ties: the smallest click_id) and
+        counts the distinct click ids in click_count. So the result does not depend on arrival order, and
+        a duplicated click (the same click_id sent again) or impression changes nothing: it yields the same
+        pair again, which collapses. Impression ids are assumed unique: an id reused with another ad or
+        time is a different impression under the same key, and the later write wins.
+Timing: append mode, each impression emitted once, when final. The watermark is the smaller of the two
+        inputs' largest event times less `--watermark-delay` (Spark's default min policy, so an idle input
+        holds results back). An impression is final, and emitted, once the watermark passes
+        impression_time + window; clicked or not, no row appears before. A row whose event time is at
+        or behind the watermark on arrival is dropped as late (a late click leaves its impression
+        unclicked; a late impression is never emitted), counted in
+        `streamstack_query_rows_dropped_by_watermark_total{query}`.
+Dead letters: malformed records of both inputs go to `--dead-letter-topic` with the reason in headers (query
+        `<name>.dead-letters`), counted in `streamstack_query_dead_letters_total{reason}`.
+State:  `<checkpoint dir>/<query name>` per query: offsets, commits, both sides of the join (impressions for
+        the window plus the delay, clicks for the delay) and the per-impression first click; a restart
+        resumes. The key is deterministic and the value a function of the impression's matching clicks,
+        so a batch re-run after a failure rewrites the same records.
+Metrics: http://<metrics host>:<metrics port>/metrics. Each query's batch end offsets are committed to the
+        consumer group `streamstack-<query name>`, so Kafka lag tools see it.
+Replay: start with a new --checkpoint-dir and a new --output-topic, and --starting-offsets earliest (or
+        per-partition JSON, or --starting-timestamp-ms): the logs are re-read into fresh attributions.
+
+Run locally (streamstack local up does this for you):
+    python -m jobs.ad_attribution --master 'local[2]' --bootstrap-servers 127.0.0.1:9092 \\
+        --checkpoint-dir /tmp/checkpoints/ad-attribution --extra-jars <spark-sql-kafka jars>
+The output and dead-letter topics must exist. In the cluster the same flags go in the SparkApplication's
+`arguments`, without --master and --extra-jars.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from jobs.ad_attribution.transforms import (
+    attribute_clicks,
+    attributions_as_records,
+    clicks,
+    decode_clicks,
+    decode_impressions,
+    impressions,
+)
+from jobs.common.config import (
+    ConfigError,
+    StreamingJobConfig,
+    add_streaming_job_arguments,
+    add_topic_argument,
+    require_duration,
+    require_topic,
+    streaming_job_config,
+)
+from jobs.common.events import start_dead_letter_query
+from jobs.common.kafka_io import read_kafka_stream, write_kafka_stream
+from jobs.common.runner import run_streaming_job
+
+QUERY_NAME = "ad-attribution"
+
+
+@dataclass(frozen=True)
+class AttributionJobConfig:
+    streaming: StreamingJobConfig
+    impressions_topic: str = "ad-impressions"
+    clicks_topic: str = "ad-clicks"
+    output_topic: str = "ad-attributions"
+    attribution_window: str = "30 seconds"
+    watermark_delay: str = "10 seconds"
+
+    def __post_init__(self) -> None:
+        require_topic("--impressions-topic", self.impressions_topic)
+        require_topic("--clicks-topic", self.clicks_topic)
+        require_topic("--output-topic", self.output_topic)
+        require_duration("--attribution-window", self.attribution_window)
+        require_duration("--watermark-delay", self.watermark_delay)
+        if self.impressions_topic == self.clicks_topic:
+            raise ConfigError(f"--clicks-topic {self.clicks_topic!r}: must differ from --impressions-topic")
+
+
+def parse_args(argv: list[str] | None) -> AttributionJobConfig:
+    parser = argparse.ArgumentParser(prog="ad-attribution", description=__doc__.splitlines()[0])
+    add_streaming_job_arguments(parser, query_name=QUERY_NAME)
+    add_topic_argument(parser, "--impressions-topic", "ad-impressions", "ad impressions")
+    add_topic_argument(parser, "--clicks-topic", "ad-clicks", "clicks on ad impressions")
+    add_topic_argument(
+        parser, "--output-topic", "ad-attributions", "compacted topic of one attribution per impression"
+    )
+    parser.add_argument(
+        "--attribution-window",
+        default="30 seconds",
+        help="a click counts if it comes at most this long after the impression",
+    )
+    parser.add_argument("--watermark-delay", default="10 seconds", help="how late an event may be")
+    args = parser.parse_args(argv)
+    try:
+        return AttributionJobConfig(
+            streaming=streaming_job_config(args),
+            impressions_topic=args.impressions_topic,
+            clicks_topic=args.clicks_topic,
+            output_topic=args.output_topic,
+            attribution_window=args.attribution_window.strip(),
+            watermark_delay=args.watermark_delay.strip(),
+        )
+    except ConfigError as error:
+        parser.error(str(error))
+
+
+def start_queries(spark: SparkSession, config: AttributionJobConfig) -> list[StreamingQuery]:
+    """Start every query of the job; tests call this with their own topics and checkpoint root."""
+    streaming = config.streaming
+    decoded_impressions = decode_impressions(
+        read_kafka_stream(spark, streaming, [config.impressions_topic]), streaming.event_limits
+    )
+    decoded_clicks = decode_clicks(
+        read_kafka_stream(spark, streaming, [config.clicks_topic]), streaming.event_limits
+    )
+    attributions = attribute_clicks(
+        impressions(decoded_impressions),
+        clicks(decoded_clicks),
+        config.attribution_window,
+        config.watermark_delay,
+    )
+    attributions_query = write_kafka_stream(
+        attributions_as_records(attributions),
+        streaming,
+        query_name=streaming.query_name,
+        topic=config.output_topic,
+        output_mode="append",
+    )
+    return [attributions_query, start_dead_letter_query(streaming, [decoded_impressions, decoded_clicks])]
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    topics = {
+        "--impressions-topic": config.impressions_topic,
+        "--clicks-topic": config.clicks_topic,
+        "--output-topic": config.output_topic,
+    }
+    return run_streaming_job(
+        "ad-attribution", config.streaming, topics, lambda spark: start_queries(spark, config)
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

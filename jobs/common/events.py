@@ -1,0 +1,297 @@
+"""Decoding JSON events from Kafka, with every bad record routed to the dead-letter topic.
+
+`decode_events` never fails on input: each record either yields a typed `event` struct or gets a
+`dead_letter_reason` (a fixed code) and a `dead_letter_detail` (what exactly was wrong). Jobs compute on
+`valid_events(...)`; `start_dead_letter_query` writes the rest, raw bytes untouched, to the dead-letter topic
+with the reason and the record's origin in Kafka headers, keyed `<topic>/<partition>/<offset>` so a
+re-run batch overwrites rather than duplicates. Each reason is counted in the observed metric
+`dead_letters`, exported as `streamstack_dead_letters_total{query,reason}`.
+
+All checks are Spark SQL expressions (variant parsing, `schema_of_variant`), no Python UDFs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import reduce
+from typing import Literal
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from jobs.common.config import EventLimits, StreamingJobConfig
+from jobs.common.kafka_io import write_kafka_stream
+from jobs.common.progress import OBSERVED_DEAD_LETTERS
+
+FieldKind = Literal["string", "long", "double", "boolean", "timestamp"]
+
+DECODE_REASONS = (
+    "oversized",
+    "not_utf8",
+    "empty",
+    "malformed_json",
+    "not_an_object",
+    "missing_field",
+    "wrong_type",
+    "bad_timestamp",
+    "event_time_out_of_range",
+)
+# Reasons that only a job's own rules give: changelog keys (jobs.common.changelog) and values a job's
+# types cannot hold. Listed here so that every reason is counted.
+JOB_REASONS = ("missing_key", "key_mismatch", "out_of_range")
+DEAD_LETTER_REASONS = DECODE_REASONS + JOB_REASONS
+
+# ISO-8601 with a zone: 2026-11-22T12:00:00Z, 2026-11-22T12:00:00.123Z, 2026-11-22T13:00:00+01:00
+_ISO_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
+
+_SPARK_TYPES: dict[FieldKind, DataType] = {
+    "string": StringType(),
+    "long": LongType(),
+    "double": DoubleType(),
+    "boolean": BooleanType(),
+    "timestamp": TimestampType(),
+}
+# What `schema_of_variant` may report for a JSON value of each kind.
+_VARIANT_TYPES: dict[FieldKind, tuple[str, ...]] = {
+    "string": ("STRING",),
+    "long": ("BIGINT", "INT", "SMALLINT", "TINYINT"),
+    "double": ("DOUBLE", "FLOAT", "BIGINT", "INT", "SMALLINT", "TINYINT", "DECIMAL"),
+    "boolean": ("BOOLEAN",),
+    "timestamp": ("STRING",),
+}
+
+
+@dataclass(frozen=True)
+class EventField:
+    name: str
+    kind: FieldKind
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class EventSchema:
+    """A JSON object event: its fields, and which timestamp field is its event time (checked for range)."""
+
+    name: str
+    fields: tuple[EventField, ...]
+    event_time_field: str | None = None
+    tombstones_allowed: bool = False
+
+    def __post_init__(self) -> None:
+        names = [f.name for f in self.fields]
+        if self.event_time_field is not None and self.event_time_field not in names:
+            raise ValueError(f"event_time_field {self.event_time_field!r} is not a field of {self.name}")
+
+    @property
+    def struct_type(self) -> StructType:
+        return StructType([StructField(f.name, _SPARK_TYPES[f.kind]) for f in self.fields])
+
+
+_TEMP = "__decode_"
+
+
+def _temp(name: str) -> Column:
+    return F.col(f"{_TEMP}{name}")
+
+
+def _field_columns(parsed: Column, index: int, event_field: EventField) -> dict[str, Column]:
+    """Per field, computed once per record: its JSON type, its typed value, and its text for timestamps."""
+    path = f"$.{event_field.name}"
+    columns = {f"type_{index}": F.schema_of_variant(F.try_variant_get(parsed, path, "variant"))}
+    if event_field.kind == "timestamp":
+        columns[f"text_{index}"] = F.try_variant_get(parsed, path, "string")
+        columns[f"value_{index}"] = F.try_to_timestamp(F.try_variant_get(parsed, path, "string"))
+    else:
+        columns[f"value_{index}"] = F.try_variant_get(
+            parsed, path, _SPARK_TYPES[event_field.kind].simpleString()
+        )
+    return columns
+
+
+def _field_problems(index: int, event_field: EventField) -> list[tuple[Column, str, Column]]:
+    """(condition, reason, detail) checks for one field, in the order they are reported."""
+    variant_type = _temp(f"type_{index}")
+    name = event_field.name
+    absent = variant_type.isNull() | (variant_type == "VOID")
+    allowed = _VARIANT_TYPES[event_field.kind]
+    type_ok = reduce(
+        lambda acc, t: acc | variant_type.startswith(t), allowed[1:], variant_type.startswith(allowed[0])
+    )
+    problems: list[tuple[Column, str, Column]] = []
+    if event_field.required:
+        problems.append((absent, "missing_field", F.lit(f"field '{name}' is missing or null")))
+    problems.append(
+        (
+            ~absent & ~type_ok,
+            "wrong_type",
+            F.format_string(f"field '{name}' is %s, expected {event_field.kind}", variant_type),
+        )
+    )
+    if event_field.kind == "timestamp":
+        text = _temp(f"text_{index}")
+        problems.append(
+            (
+                ~absent & (~text.rlike(_ISO_TIMESTAMP) | _temp(f"value_{index}").isNull()),
+                "bad_timestamp",
+                F.format_string(
+                    f"field '{name}' is %s, expected ISO-8601 with a zone", F.to_json(F.struct(text))
+                ),
+            )
+        )
+    return problems
+
+
+def decode_events(kafka_records: DataFrame, schema: EventSchema, limits: EventLimits) -> DataFrame:
+    """Kafka records plus `event` (typed struct, null for dead letters), `dead_letter_reason` and
+    `dead_letter_detail` (both null for good records). Tombstones (null values) are good records with a
+    null event when the schema allows them (changelog topics), dead letters otherwise."""
+    value = F.col("value")
+    # Parse once and derive each field's type and value once, in their own projections: the checks
+    # below refer to these columns many times, and inlined they would re-parse the JSON per reference.
+    with_text = kafka_records.withColumn(f"{_TEMP}text", value.cast("string"))
+    with_parsed = with_text.withColumn(f"{_TEMP}parsed", F.try_parse_json(_temp("text")))
+    parsed = _temp("parsed")
+    derived: dict[str, Column] = {
+        "utf8": F.is_valid_utf8(_temp("text")),
+        "bytes": F.octet_length(value),
+        "root_type": F.schema_of_variant(parsed),
+    }
+    for index, event_field in enumerate(schema.fields):
+        derived.update(_field_columns(parsed, index, event_field))
+    staged = with_parsed.select("*", *[column.alias(f"{_TEMP}{name}") for name, column in derived.items()])
+
+    checks: list[tuple[Column, str, Column]] = [
+        (value.isNull(), "empty", F.lit("record has no value")),
+        (
+            _temp("bytes") > limits.max_event_bytes,
+            "oversized",
+            F.format_string(f"value is %d bytes, limit {limits.max_event_bytes}", _temp("bytes")),
+        ),
+        (~_temp("utf8"), "not_utf8", F.lit("value is not valid UTF-8")),
+        (parsed.isNull(), "malformed_json", F.lit("value is not valid JSON")),
+        (
+            ~_temp("root_type").startswith("OBJECT"),
+            "not_an_object",
+            F.format_string("value is %s, expected a JSON object", _temp("root_type")),
+        ),
+    ]
+    for index, event_field in enumerate(schema.fields):
+        checks.extend(_field_problems(index, event_field))
+    if schema.event_time_field is not None:
+        time_index = next(i for i, f in enumerate(schema.fields) if f.name == schema.event_time_field)
+        event_time = _temp(f"value_{time_index}")
+        record_time = F.col("timestamp")
+        too_new = event_time > record_time + F.make_dt_interval(secs=F.lit(limits.max_event_future_seconds))
+        too_old = event_time < record_time - F.make_dt_interval(secs=F.lit(limits.max_event_age_seconds))
+        checks.append(
+            (
+                too_new | too_old,
+                "event_time_out_of_range",
+                F.format_string(
+                    f"{schema.event_time_field} %s is more than {limits.max_event_future_seconds} s after or "
+                    f"{limits.max_event_age_seconds} s before the record's Kafka timestamp %s",
+                    event_time.cast("string"),
+                    record_time.cast("string"),
+                ),
+            )
+        )
+
+    # The first failing check names the reason; later checks assume the earlier ones passed.
+    reason: Column = F.lit(None).cast("string")
+    for condition, code, _ in reversed(checks):
+        reason = F.when(F.coalesce(condition, F.lit(False)), F.lit(code)).otherwise(reason)
+    if schema.tombstones_allowed:
+        # On a changelog a record without a value is a delete, not a dead letter.
+        reason = F.when(value.isNull(), F.lit(None).cast("string")).otherwise(reason)
+    with_reason = staged.withColumn("dead_letter_reason", reason)
+    detail: Column = F.lit(None).cast("string")
+    for condition, code, message in reversed(checks):
+        detail = F.when(
+            (F.col("dead_letter_reason") == code) & F.coalesce(condition, F.lit(False)), message
+        ).otherwise(detail)
+
+    event = F.struct(*[_temp(f"value_{i}").alias(f.name) for i, f in enumerate(schema.fields)])
+    decoded = with_reason.select(
+        *kafka_records.columns,
+        F.when(F.col("dead_letter_reason").isNull() & value.isNotNull(), event).alias("event"),
+        "dead_letter_reason",
+        F.when(F.col("dead_letter_reason").isNotNull(), detail).alias("dead_letter_detail"),
+    )
+    return decoded
+
+
+def valid_events(decoded: DataFrame, *, with_record_key: bool = False) -> DataFrame:
+    """The typed event fields of records that are not dead letters (and, for changelogs, the record key
+    as `record_key` and whether the record is a tombstone as `is_tombstone`)."""
+    good = decoded.where(F.col("dead_letter_reason").isNull())
+    if with_record_key:
+        return good.select(
+            F.col("key").cast("string").alias("record_key"),
+            F.col("value").isNull().alias("is_tombstone"),
+            "event.*",
+        )
+    return good.select("event.*")
+
+
+def dead_letter_records(decoded: DataFrame, source_query: str) -> DataFrame:
+    """Dead letters as Kafka rows: the raw value, keyed by origin, the reason and origin in headers."""
+    bad = decoded.where(F.col("dead_letter_reason").isNotNull())
+
+    def header(key: str, column: Column) -> Column:
+        return F.struct(F.lit(key).alias("key"), column.cast("string").cast("binary").alias("value"))
+
+    return bad.select(
+        F.format_string("%s/%d/%d", "topic", "partition", "offset").alias("key"),
+        F.col("value"),
+        F.array(
+            header("dead_letter.reason", F.col("dead_letter_reason")),
+            header("dead_letter.detail", F.col("dead_letter_detail")),
+            header("dead_letter.query", F.lit(source_query)),
+            header("source.topic", F.col("topic")),
+            header("source.partition", F.col("partition")),
+            header("source.offset", F.col("offset")),
+            header("source.timestamp", F.date_format("timestamp", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")),
+            header("source.key", F.col("key")),
+        ).alias("headers"),
+        F.col("dead_letter_reason"),
+    )
+
+
+def count_dead_letters(dead_letters: DataFrame) -> DataFrame:
+    """Attach the per-reason counts of each batch as the observed metric `dead_letters`."""
+    reason = F.col("dead_letter_reason")
+    return dead_letters.observe(
+        OBSERVED_DEAD_LETTERS,
+        *[F.sum(F.when(reason == code, 1).otherwise(0)).alias(code) for code in DEAD_LETTER_REASONS],
+    )
+
+
+def dead_letter_query_name(config: StreamingJobConfig) -> str:
+    return f"{config.query_name}.dead-letters"
+
+
+def start_dead_letter_query(
+    config: StreamingJobConfig, decoded_streams: Sequence[DataFrame]
+) -> StreamingQuery:
+    """One query per job sends the dead letters of all its inputs to the dead-letter topic."""
+    name = dead_letter_query_name(config)
+    records = reduce(
+        DataFrame.unionByName,
+        [dead_letter_records(decoded, config.query_name) for decoded in decoded_streams],
+    )
+    counted = count_dead_letters(records).drop("dead_letter_reason")
+    return write_kafka_stream(
+        counted, config, query_name=name, topic=config.dead_letter_topic, output_mode="append"
+    )

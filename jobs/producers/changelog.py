@@ -1,0 +1,231 @@
+"""Synthetic change data capture: upserts and deletes of a users table and an orders table, as changelogs.
+
+Users go to `--topic`, keyed by user id, value `{"user_id", "name", "country", "tier", "updated_at"}`;
+orders go to `--orders-topic`, keyed by order id, value `{"order_id", "user_id", "amount", "status",
+"updated_at"}`. Each record is the row after the change; a delete is a tombstone (null value), as a CDC
+connector writes them. Both topics are meant to be compacted.
+
+The mix, seeded: users are created (ids `user-0` .. `user-<users - 1>`, the page-view producer's ids),
+updated (tier, country or name), deleted, and re-created after a delete; orders are placed for existing
+users (and now and then for a user who does not exist (yet), as a CDC stream across two tables delivers),
+move through their statuses, have their amount corrected, and are deleted. `--rate` counts changes of
+both tables together.
+
+    python -m jobs.producers.changelog --bootstrap-servers 127.0.0.1:9092 --topic users --rate 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Literal
+
+from kafka import KafkaProducer
+
+TableName = Literal["users", "orders"]
+
+_NAMES = ("Ada", "Ben", "Chloé", "Dmitri", "Eun-ji", "Farah", "Gustav", "Hana", "Ines", "Jomo")
+_COUNTRIES = ("DE", "FR", "IT", "ES", "PT", "NL", "PL", "SE", "US", "JP", "BR", "KE")
+_TIERS = ("free", "basic", "gold")
+# An order's status moves forward; a delivered order may still be returned.
+_NEXT_STATUS = {"placed": "paid", "paid": "shipped", "shipped": "delivered", "delivered": "returned"}
+_MAX_ORDERS_PER_USER = 5
+
+
+@dataclass(frozen=True)
+class Change:
+    """One changelog record: the table, the row's primary key, the row after the change (None: deleted)."""
+
+    table: TableName
+    key: str
+    row: dict[str, object] | None
+
+    def encoded(self) -> tuple[bytes, bytes | None]:
+        return self.key.encode(), None if self.row is None else json.dumps(self.row).encode()
+
+
+def _iso(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+class ChangelogGenerator:
+    """Deterministic for a given seed: keeps the two tables as they are after each change it makes, so
+    updates and deletes hit rows that exist and re-creations hit rows that were deleted."""
+
+    def __init__(self, users: int, seed: int) -> None:
+        self._random = random.Random(seed)
+        self._user_ids = [f"user-{n}" for n in range(users)]
+        self._users: dict[str, dict[str, object]] = {}
+        self._deleted_users: set[str] = set()
+        self._orders: dict[str, dict[str, object]] = {}
+        self._order_count = 0
+
+    def next_change(self, now: float) -> Change:
+        roll = self._random.random()
+        if not self._users or roll < 0.10:
+            return self._create_user(now)
+        if roll < 0.24:
+            return self._update_user(now)
+        if roll < 0.27:
+            return self._delete_user()
+        if roll < 0.62 and len(self._orders) < _MAX_ORDERS_PER_USER * len(self._user_ids):
+            return self._place_order(now)
+        if roll < 0.94 and self._orders:
+            return self._update_order(now)
+        if self._orders:
+            return self._delete_order()
+        return self._place_order(now)
+
+    # --- users ------------------------------------------------------------------------------------------
+
+    def _create_user(self, now: float) -> Change:
+        never_created = len(self._user_ids) - len(self._users) - len(self._deleted_users)
+        if self._deleted_users and (never_created == 0 or self._random.random() < 0.3):
+            user_id = self._random.choice(sorted(self._deleted_users))  # re-created after a delete
+            self._deleted_users.discard(user_id)
+        elif never_created > 0:
+            user_id = self._random.choice(
+                [u for u in self._user_ids if u not in self._users and u not in self._deleted_users]
+            )
+        else:
+            return self._update_user(now)
+        self._users[user_id] = {
+            "user_id": user_id,
+            "name": f"{self._random.choice(_NAMES)} {user_id.removeprefix('user-')}",
+            "country": self._random.choice(_COUNTRIES),
+            "tier": "free",
+            "updated_at": _iso(now),
+        }
+        return Change("users", user_id, dict(self._users[user_id]))
+
+    def _update_user(self, now: float) -> Change:
+        user_id = self._random.choice(sorted(self._users))
+        row = self._users[user_id]
+        change = self._random.random()
+        if change < 0.6:
+            row["tier"] = self._random.choice([t for t in _TIERS if t != row["tier"]])
+        elif change < 0.9:
+            row["country"] = self._random.choice([c for c in _COUNTRIES if c != row["country"]])
+        else:
+            row["name"] = f"{self._random.choice(_NAMES)} {user_id.removeprefix('user-')}"
+        row["updated_at"] = _iso(now)
+        return Change("users", user_id, dict(row))
+
+    def _delete_user(self) -> Change:
+        user_id = self._random.choice(sorted(self._users))
+        del self._users[user_id]
+        self._deleted_users.add(user_id)
+        return Change("users", user_id, None)
+
+    # --- orders -----------------------------------------------------------------------------------------
+
+    def _place_order(self, now: float) -> Change:
+        order_id = f"order-{self._order_count}"
+        self._order_count += 1
+        # Mostly for an existing user; sometimes for any id, which may not exist (yet, or any more).
+        pool = sorted(self._users) if self._users and self._random.random() < 0.95 else self._user_ids
+        self._orders[order_id] = {
+            "order_id": order_id,
+            "user_id": self._random.choice(pool),
+            "amount": round(self._random.uniform(5.0, 500.0), 2),
+            "status": "placed",
+            "updated_at": _iso(now),
+        }
+        return Change("orders", order_id, dict(self._orders[order_id]))
+
+    def _update_order(self, now: float) -> Change:
+        order_id = self._random.choice(sorted(self._orders))
+        row = self._orders[order_id]
+        if self._random.random() < 0.8:
+            row["status"] = _NEXT_STATUS.get(str(row["status"]), "returned")
+        else:
+            row["amount"] = round(self._random.uniform(5.0, 500.0), 2)  # a corrected amount
+        row["updated_at"] = _iso(now)
+        return Change("orders", order_id, dict(row))
+
+    def _delete_order(self) -> Change:
+        order_id = self._random.choice(sorted(self._orders))
+        del self._orders[order_id]
+        return Change("orders", order_id, None)
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="changelog-producer", description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap-servers", required=True)
+    parser.add_argument("--topic", required=True, help="the users changelog topic")
+    parser.add_argument(
+        "--orders-topic", default="orders", help="the orders changelog topic (default orders)"
+    )
+    parser.add_argument("--rate", type=_positive_float, default=20.0, help="changes per second, both tables")
+    parser.add_argument("--users", type=_positive_int, default=1000, help="user ids user-0 .. user-<n-1>")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--max-events", type=int, default=None, help="stop after this many changes")
+    args = parser.parse_args(argv)
+    if args.orders_topic == args.topic:
+        parser.error(f"--orders-topic {args.orders_topic!r}: must differ from --topic")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    stopping = False
+
+    def stop(_signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    generator = ChangelogGenerator(args.users, args.seed)
+    topics: dict[TableName, str] = {"users": args.topic, "orders": args.orders_topic}
+    producer = KafkaProducer(bootstrap_servers=args.bootstrap_servers, acks="all", linger_ms=20)
+    interval = 1.0 / args.rate
+    next_send = time.monotonic()
+    sent = {"users": 0, "orders": 0, "deletes": 0}
+    try:
+        while not stopping and (args.max_events is None or sent["users"] + sent["orders"] < args.max_events):
+            change = generator.next_change(time.time())
+            key, value = change.encoded()
+            producer.send(topics[change.table], key=key, value=value)
+            sent[change.table] += 1
+            sent["deletes"] += value is None
+            next_send += interval
+            delay = next_send - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            elif delay < -1.0:
+                next_send = time.monotonic()  # fell behind by over a second: keep the rate, not a burst
+    finally:
+        producer.flush(timeout=10)
+        producer.close(timeout=10)
+    print(
+        f"sent {sent['users']} user changes to {args.topic} and {sent['orders']} order changes to "
+        f"{args.orders_topic} ({sent['deletes']} deletes)",
+        flush=True,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

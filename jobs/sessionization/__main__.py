@@ -1,0 +1,5 @@
+import sys
+
+from jobs.sessionization.main import main
+
+sys.exit(main())

@@ -1,0 +1,118 @@
+"""Sessionization: each user's page views grouped into sessions by inactivity, in event time.
+
+Input:  `--input-topic` (page-views), JSON page views `{"user_id", "url", "event_time"}` (ISO-8601, UTC).
+Output: `--output-topic` (user-sessions, compacted), keyed `<user_id>|<session start>`, value
+        `{"user_id", "session_start", "session_end", "duration_seconds", "page_count", "distinct_urls"}`.
+        A session is a user's views each at most `--session-gap` after the previous one (Spark's session
+        window, per user). session_start is the first view's event time and session_end the LAST VIEW's
+        event time (not last view + gap, Spark's session window end); duration_seconds is
+        session_end - session_start (0 for a single view), page_count counts views, distinct_urls counts
+        distinct urls. Views are not deduplicated: the same view sent twice counts twice.
+        An out-of-order view that comes within the gap of two open sessions merges them into one.
+Timing: append mode. The watermark trails the largest event time seen by `--watermark-delay`; a session is
+        emitted once, when the watermark reaches its last view + gap, and is final: a view arriving later
+        within the gap after it starts a new session. A view whose [event time, event time + gap) ended at
+        or before the watermark is dropped and counted in
+        `streamstack_query_rows_dropped_by_watermark_total{query}`.
+Dead letters: malformed records go to `--dead-letter-topic` with the reason in headers (query
+        `<name>.dead-letters`), counted in `streamstack_query_dead_letters_total{reason}`.
+State:  `<checkpoint dir>/<query name>` per query: offsets, commits and the open sessions; a restart
+        resumes. Keys are deterministic, so a batch re-run after a failure overwrites what it wrote.
+Metrics: http://<metrics host>:<metrics port>/metrics. Each query's batch end offsets are committed to the
+        consumer group `streamstack-<query name>`, so Kafka lag tools see it.
+Replay: start with a new --checkpoint-dir and a new --output-topic, and --starting-offsets earliest (or
+        per-partition JSON, or --starting-timestamp-ms): the log is re-read into fresh sessions.
+
+Run locally (streamstack local up does this for you):
+    python -m jobs.sessionization --master 'local[2]' --bootstrap-servers 127.0.0.1:9092 \\
+        --checkpoint-dir /tmp/checkpoints/sessionization --extra-jars <spark-sql-kafka jars>
+The output and dead-letter topics must exist. In the cluster the same flags go in the SparkApplication's
+`arguments`, without --master and --extra-jars.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from jobs.common.config import (
+    ConfigError,
+    StreamingJobConfig,
+    add_streaming_job_arguments,
+    add_topic_argument,
+    require_duration,
+    require_topic,
+    streaming_job_config,
+)
+from jobs.common.events import start_dead_letter_query
+from jobs.common.kafka_io import read_kafka_stream, write_kafka_stream
+from jobs.common.runner import run_streaming_job
+from jobs.sessionization.transforms import clicks, decode_clicks, sessionize, sessions_as_records
+
+QUERY_NAME = "sessionization"
+
+
+@dataclass(frozen=True)
+class SessionJobConfig:
+    streaming: StreamingJobConfig
+    input_topic: str = "page-views"
+    output_topic: str = "user-sessions"
+    session_gap: str = "30 seconds"
+    watermark_delay: str = "10 seconds"
+
+    def __post_init__(self) -> None:
+        require_topic("--input-topic", self.input_topic)
+        require_topic("--output-topic", self.output_topic)
+        require_duration("--session-gap", self.session_gap)
+        require_duration("--watermark-delay", self.watermark_delay)
+
+
+def parse_args(argv: list[str] | None) -> SessionJobConfig:
+    parser = argparse.ArgumentParser(prog="sessionization", description=__doc__.splitlines()[0])
+    add_streaming_job_arguments(parser, query_name=QUERY_NAME)
+    add_topic_argument(parser, "--input-topic", "page-views", "page views to group into sessions")
+    add_topic_argument(parser, "--output-topic", "user-sessions", "compacted topic of completed sessions")
+    parser.add_argument("--session-gap", default="30 seconds", help="inactivity that ends a session")
+    parser.add_argument("--watermark-delay", default="10 seconds", help="how late a view may be")
+    args = parser.parse_args(argv)
+    try:
+        return SessionJobConfig(
+            streaming=streaming_job_config(args),
+            input_topic=args.input_topic,
+            output_topic=args.output_topic,
+            session_gap=args.session_gap.strip(),
+            watermark_delay=args.watermark_delay.strip(),
+        )
+    except ConfigError as error:
+        parser.error(str(error))
+
+
+def start_queries(spark: SparkSession, config: SessionJobConfig) -> list[StreamingQuery]:
+    """Start every query of the job; tests call this with their own topics and checkpoint root."""
+    streaming = config.streaming
+    decoded = decode_clicks(read_kafka_stream(spark, streaming, [config.input_topic]), streaming.event_limits)
+    sessions = sessionize(clicks(decoded), config.session_gap, config.watermark_delay)
+    sessions_query = write_kafka_stream(
+        sessions_as_records(sessions),
+        streaming,
+        query_name=streaming.query_name,
+        topic=config.output_topic,
+        output_mode="append",
+    )
+    return [sessions_query, start_dead_letter_query(streaming, [decoded])]
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    topics = {"--input-topic": config.input_topic, "--output-topic": config.output_topic}
+    return run_streaming_job(
+        "sessionization", config.streaming, topics, lambda spark: start_queries(spark, config)
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

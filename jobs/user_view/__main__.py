@@ -1,0 +1,5 @@
+import sys
+
+from jobs.user_view.main import main
+
+sys.exit(main())

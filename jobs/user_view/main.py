@@ -1,0 +1,208 @@
+"""User view: a per-user materialized view (profile + order count and total) kept from two CDC changelogs.
+
+Input:  `--users-topic` (users, compacted): CDC of a users table, key = user id, value
+        `{"user_id", "name", "country", "tier", "updated_at"}`, a null value (tombstone) deletes the user.
+        `--orders-topic` (orders, compacted): CDC of an orders table, key = order id, value
+        `{"order_id", "user_id", "amount", "status", "updated_at"}`, a tombstone deletes the order.
+Output: `--output-topic` (user-view, compacted), upserts keyed by user id, value
+        `{"user_id", "name", "country", "tier", "order_count", "order_total", "updated_at"}`, and a tombstone
+        for a user who is deleted. A row exists for every user whose profile exists; order_count and
+        order_total cover the user's orders that exist now, each in its latest version, whatever its
+        status (an update replaces the order, a delete removes it, an order moved to another user moves
+        its amount). Orders of a user without a profile wait: they count once the profile (re)appears.
+        Amounts are summed as decimals rounded half up to cents; updated_at is the latest updated_at of
+        the profile and the user's orders (a delete carries no time, so it cannot advance it).
+How:    one query, `<name>`, reads both topics and runs `foreachBatch`; Spark keeps no state. Each batch
+        reads both changelogs as batch tables, from their start up to the end offsets the batch was
+        planned with (from `<checkpoint>/offsets/<batch id>`, written before the batch runs), keeps each
+        key's last valid record and drops tombstones, computes the whole view, reads back what the view
+        topic holds (last record per key) and writes only the difference: changed or new rows, and
+        tombstones for rows whose user is gone.
+        Why not recompute only the users a batch touches: an order's tombstone names no user, and the
+        order's earlier versions that do may have been compacted away, so the touched users cannot
+        always be found; diffing against the view itself is exact whatever the batch held, and repairs
+        any row that is wrong for any reason. Why not keep state (applyInPandasWithState /
+        transformWithStateInPandas): it needs two stateful steps (by order, to know an order's previous
+        user, then by user), Python on the hot path, and state that a replay must rebuild; here the
+        compacted topics are the state.
+Semantics: after batch N the view topic, read as last value per key, is exactly the view of the users and
+        orders tables as of batch N's end offsets: every change that reached Kafka before the batch was
+        planned, none after; the order of arrival across the two topics within that does not matter.
+Re-runs: a batch re-run after a failure computes the same view from the same offsets and writes only what
+        the topic still lacks (at-least-once, idempotent: equal rows are never rewritten). Exact while the
+        log cleaner has not compacted a changelog past the batch's end in between; set
+        min.compaction.lag.ms above the longest expected outage.
+Cost:   every batch scans both changelogs and the view topic (compaction keeps each near one record per
+        key), so it suits tables that a batch scan handles within the trigger interval.
+Dead letters: malformed records of either topic (bad JSON, missing or mistyped fields, records without a
+        key (`missing_key`) or whose id field differs from the key (`key_mismatch`), amounts beyond
+        ±1e16 (`out_of_range`)) go to `--dead-letter-topic` with the reason in headers (query
+        `<name>.dead-letters`), counted in `streamstack_query_dead_letters_total{reason}` (except these
+        three changelog reasons, which jobs.common.events does not list yet). A bad record leaves the row
+        as it was, until the log cleaner removes the earlier versions it supersedes (compaction keeps
+        the last record per key, bad or not).
+State:  `<checkpoint dir>/<query name>` per query: offsets and commits only.
+Metrics: http://<metrics host>:<metrics port>/metrics. Each query's batch end offsets are committed to the
+        consumer group `streamstack-<query name>`, so Kafka lag tools see it.
+Replay: start with a new --checkpoint-dir and a new --output-topic: the first batch writes the whole view.
+
+Run locally (streamstack local up does this for you):
+    python -m jobs.user_view --master 'local[2]' --bootstrap-servers 127.0.0.1:9092 \\
+        --checkpoint-dir /tmp/checkpoints/user-view --extra-jars <spark-sql-kafka jars>
+Every topic must exist (checked at start; a missing one is named by its flag). In the cluster the same
+flags go in the SparkApplication's `arguments`, without --master and --extra-jars.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+
+from jobs.common.config import (
+    ConfigError,
+    StreamingJobConfig,
+    add_streaming_job_arguments,
+    add_topic_argument,
+    require_topic,
+    streaming_job_config,
+)
+from jobs.common.events import start_dead_letter_query
+from jobs.common.kafka_io import read_kafka_stream, read_topic_until
+from jobs.common.offset_log import batch_end_offsets
+from jobs.common.runner import run_streaming_job
+from jobs.user_view.transforms import (
+    current_orders,
+    current_profiles,
+    decode_orders,
+    decode_profiles,
+    stored_view,
+    user_view,
+    user_view_as_records,
+    view_changes,
+)
+
+QUERY_NAME = "user-view"
+
+
+@dataclass(frozen=True)
+class UserViewJobConfig:
+    streaming: StreamingJobConfig
+    users_topic: str = "users"
+    orders_topic: str = "orders"
+    output_topic: str = "user-view"
+
+    def __post_init__(self) -> None:
+        require_topic("--users-topic", self.users_topic)
+        require_topic("--orders-topic", self.orders_topic)
+        require_topic("--output-topic", self.output_topic)
+        topics = (self.users_topic, self.orders_topic, self.output_topic)
+        if len(set(topics)) != len(topics):
+            raise ConfigError(
+                f"--users-topic, --orders-topic and --output-topic must differ, got {', '.join(topics)}"
+            )
+
+
+def parse_args(argv: list[str] | None) -> UserViewJobConfig:
+    parser = argparse.ArgumentParser(prog="user-view", description=__doc__.splitlines()[0])
+    add_streaming_job_arguments(parser, query_name=QUERY_NAME)
+    add_topic_argument(parser, "--users-topic", "users", "compacted changelog of user profiles")
+    add_topic_argument(parser, "--orders-topic", "orders", "compacted changelog of orders")
+    add_topic_argument(parser, "--output-topic", "user-view", "compacted topic of the per-user view")
+    args = parser.parse_args(argv)
+    try:
+        return UserViewJobConfig(
+            streaming=streaming_job_config(args),
+            users_topic=args.users_topic,
+            orders_topic=args.orders_topic,
+            output_topic=args.output_topic,
+        )
+    except ConfigError as error:
+        parser.error(str(error))
+
+
+def require_below(batch: DataFrame, end_offsets: dict[str, dict[str, int]], batch_id: int) -> None:
+    """Fail unless the batch's records lie below the end offsets read for it (guards the offset-log
+    parsing). The view is computed from the topics, not from the batch: this scan of the batch is also
+    what Spark counts as the query's input rows."""
+    for last in batch.groupBy("topic", "partition").agg(F.max("offset").alias("offset")).collect():
+        if last["offset"] >= end_offsets.get(last["topic"], {}).get(str(last["partition"]), 0):
+            raise RuntimeError(
+                f"batch {batch_id} holds {last['topic']}/{last['partition']}/{last['offset']}, beyond "
+                f"its end offsets {end_offsets}"
+            )
+
+
+def start_view_query(records: DataFrame, config: UserViewJobConfig) -> StreamingQuery:
+    """`<name>`: each batch brings the view topic to the view as of the batch's end offsets."""
+    streaming = config.streaming
+    checkpoint = streaming.checkpoint_for(streaming.query_name)
+
+    def update_view(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        end_offsets = batch_end_offsets(spark, checkpoint, batch_id)
+        require_below(batch, end_offsets, batch_id)
+        for topic in (config.users_topic, config.orders_topic):
+            if topic not in end_offsets:
+                raise RuntimeError(f"batch {batch_id} has no offsets for {topic} in {checkpoint}")
+        users = read_topic_until(spark, streaming, config.users_topic, end_offsets[config.users_topic])
+        orders = read_topic_until(spark, streaming, config.orders_topic, end_offsets[config.orders_topic])
+        view = user_view(
+            current_profiles(decode_profiles(users, streaming.event_limits)),
+            current_orders(decode_orders(orders, streaming.event_limits)),
+        )
+        stored = stored_view(read_topic_until(spark, streaming, config.output_topic, None))
+        (
+            view_changes(user_view_as_records(view), stored)
+            .write.format("kafka")
+            .option("kafka.bootstrap.servers", streaming.bootstrap_servers)
+            .option("topic", config.output_topic)
+            .save()
+        )
+
+    return (
+        records.writeStream.queryName(streaming.query_name)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=streaming.trigger_interval)
+        .foreachBatch(update_view)
+        .start()
+    )
+
+
+def start_queries(spark: SparkSession, config: UserViewJobConfig) -> list[StreamingQuery]:
+    """Start every query of the job; tests call this with their own topics and checkpoint root."""
+    streaming = config.streaming
+    # The dead-letter query reads each topic as its own source: two filtered branches of one source would
+    # each scan it, and Spark would count every record twice as input.
+    decoded_profiles = decode_profiles(
+        read_kafka_stream(spark, streaming, [config.users_topic]), streaming.event_limits
+    )
+    decoded_orders = decode_orders(
+        read_kafka_stream(spark, streaming, [config.orders_topic]), streaming.event_limits
+    )
+    return [
+        start_view_query(
+            read_kafka_stream(spark, streaming, [config.users_topic, config.orders_topic]), config
+        ),
+        start_dead_letter_query(streaming, [decoded_profiles, decoded_orders]),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    topics = {
+        "--users-topic": config.users_topic,
+        "--orders-topic": config.orders_topic,
+        "--output-topic": config.output_topic,
+    }
+    return run_streaming_job(
+        "user-view", config.streaming, topics, lambda spark: start_queries(spark, config)
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
