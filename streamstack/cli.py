@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 from streamstack import runtimes
 from streamstack.errors import StreamstackError
-from streamstack.local.pipeline import clickstream_pipeline
+from streamstack.local.pipeline import Pipeline, streaming_pipeline
 from streamstack.local.stack import (
     LocalStack,
     LocalStackOptions,
@@ -66,6 +66,12 @@ def _build_parser() -> argparse.ArgumentParser:
     up.add_argument("--metrics-port", type=int, default=9401, help="first job's metrics port; 0 picks free")
     up.add_argument("--rate", type=float, default=200.0, help="events per second from each producer")
     up.add_argument("--trigger-interval", default="2 seconds", help="micro-batch trigger of every job")
+    up.add_argument(
+        "--jobs",
+        default=None,
+        metavar="NAME[,NAME]",
+        help=f"run only these jobs (default all: {', '.join(job.name for job in streaming_pipeline().jobs)})",
+    )
     up.add_argument("--run-for", type=float, default=None, metavar="SECONDS", help="stop after this long")
     up.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)
 
@@ -112,13 +118,21 @@ def _options(args: argparse.Namespace, workdir: Path) -> LocalStackOptions:
     )
 
 
+def _pipeline(args: argparse.Namespace) -> Pipeline:
+    pipeline = streaming_pipeline()
+    if args.jobs is None:
+        return pipeline
+    return pipeline.only([name.strip() for name in args.jobs.split(",") if name.strip()])
+
+
 def _local_up(args: argparse.Namespace, workdir: Path) -> int:
     options = _options(args, workdir)
+    _pipeline(args)  # a bad --jobs fails here, before anything starts
     found = runtimes.ensure(log=lambda line: print(line, file=sys.stderr))
     if args.detach:
         return _detach(args, workdir)
     _stop_on_signals()
-    stack = LocalStack(found, clickstream_pipeline(), options)
+    stack = LocalStack(found, _pipeline(args), options)
     interactive = sys.stdout.isatty() and not args.supervised
     try:
         state = stack.up()
@@ -161,6 +175,8 @@ def _detach(args: argparse.Namespace, workdir: Path) -> int:
     argv = [sys.executable, "-m", "streamstack.cli", "local", "up", "--supervised", "--workdir", str(workdir)]
     for flag in ("kafka_port", "prometheus_port", "metrics_port", "rate", "trigger_interval"):
         argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    if args.jobs is not None:
+        argv += ["--jobs", args.jobs]
     with log_path.open("ab") as log:
         supervisor = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaConsumer, TopicPartition
 
+from streamstack.local.pipeline import streaming_pipeline
 from streamstack.local.process import process_group_alive
 from tests.kafka_helpers import wait_for
 
@@ -36,34 +38,75 @@ def processes_mentioning(text: str) -> list[str]:
 @pytest.mark.integration
 @pytest.mark.spark
 @pytest.mark.slow
-def test_detached_stack_reports_progress_and_stops_without_leftovers(tmp_path: Path) -> None:
+@pytest.mark.timeout(900)
+def test_every_job_runs_detached_reports_progress_and_stops_without_leftovers(tmp_path: Path) -> None:
     workdir = tmp_path / "stack"
     up = streamstack(
         "local", "up", "--detach", "--workdir", str(workdir),
-        "--kafka-port", "0", "--prometheus-port", "0", "--metrics-port", "0", "--rate", "100",
-        "--trigger-interval", "1 second",
+        "--kafka-port", "0", "--prometheus-port", "0", "--metrics-port", "0", "--rate", "50",
+        "--trigger-interval", "5 seconds",
     )  # fmt: skip
     try:
         assert up.returncode == 0, up.stderr
         assert "Kafka bootstrap" in up.stdout and "Prometheus" in up.stdout
+        expected_jobs = {job.name for job in streaming_pipeline().jobs}
 
-        def running_with_progress() -> bool:
+        def statuses() -> dict[str, dict[str, Any]]:
             result = streamstack("local", "status", "--json", "--workdir", str(workdir), timeout=30)
             assert result.returncode == 0, result.stderr
             document: dict[str, Any] = json.loads(result.stdout)
-            [job] = document["jobs"]
-            return job["state"] == "running" and (job["processed_rows_per_second"] or 0) > 0
+            return {job["name"]: job for job in document["jobs"]}
 
-        wait_for(running_with_progress, timeout=180, what="the job to report processed rows", interval=2)
+        def all_processing() -> bool:
+            jobs = statuses()
+            assert set(jobs) == expected_jobs
+            assert not [name for name, job in jobs.items() if job["state"] in ("exited", "failed")], jobs
+            return all(
+                job["state"] == "running" and (job["input_rows_total"] or 0) > 0 for job in jobs.values()
+            )
+
+        wait_for(all_processing, timeout=420, what="every job to process input", interval=3)
         status = json.loads(streamstack("local", "status", "--json", "--workdir", str(workdir)).stdout)
         host, port = status["kafka"]["bootstrap_servers"].split(":")
         assert host == "127.0.0.1"
         socket.create_connection((host, int(port)), timeout=5).close()
         assert status["prometheus"]["url"].startswith("http://127.0.0.1:")
-        assert status["jobs"][0]["metrics_port"] > 0
+        metrics_urls = {job["name"]: job["metrics_url"] for job in status["jobs"]}
+        checkpoints = {job["name"]: Path(job["checkpoint_dir"]) for job in status["jobs"]}
+        assert len(set(metrics_urls.values())) == len(expected_jobs)
+        assert len(set(checkpoints.values())) == len(expected_jobs)
+
+        output_topics = {
+            job.name: job.args[job.args.index("--output-topic") + 1] for job in streaming_pipeline().jobs
+        }
+
+        def jobs_without_output() -> list[str]:
+            consumer = KafkaConsumer(bootstrap_servers=status["kafka"]["bootstrap_servers"])
+            try:
+                return [
+                    name
+                    for name, topic in output_topics.items()
+                    if sum(
+                        consumer.end_offsets(
+                            [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+                        ).values()
+                    )
+                    == 0
+                ]
+            finally:
+                consumer.close()
+
+        # Sessions and attributions are final only once the watermark passes them: allow for that.
+        try:
+            wait_for(
+                lambda: not jobs_without_output(), timeout=300, what="every job to write output", interval=5
+            )
+        except TimeoutError as error:
+            raise AssertionError(f"no output from {jobs_without_output()} (logs in {workdir})") from error
+        assert all((checkpoints[name] / name / "commits").is_dir() for name in expected_jobs)
 
         human = streamstack("local", "status", "--workdir", str(workdir))
-        assert human.returncode == 0 and "clickstream-windows" in human.stdout and "running" in human.stdout
+        assert human.returncode == 0 and all(name in human.stdout for name in expected_jobs)
         state = json.loads((workdir / "state.json").read_text())
     finally:
         down = streamstack("local", "down", "--workdir", str(workdir))
@@ -73,6 +116,14 @@ def test_detached_stack_reports_progress_and_stops_without_leftovers(tmp_path: P
     pids = [int(state["supervisor_pid"])] + [int(entry["pid"]) for entry in state["processes"]]
     assert all(not process_group_alive(pid) for pid in pids)
     assert processes_mentioning(str(workdir)) == []
+
+
+def test_unknown_job_is_one_line_error(tmp_path: Path) -> None:
+    result = streamstack("local", "up", "--workdir", str(tmp_path), "--jobs", "clickstream-windows,nope")
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert "--jobs: unknown job nope" in line and "clickstream-windows" in line
+    assert not (tmp_path / "state.json").exists()
 
 
 def test_unknown_argument_is_one_line_error() -> None:
@@ -142,7 +193,7 @@ def test_ctrl_c_stops_a_foreground_stack_and_everything_it_started(tmp_path: Pat
     output = (tmp_path / "up.out").open("wb")
     foreground = subprocess.Popen(
         [*CLI, "local", "up", "--workdir", str(workdir), "--kafka-port", "0", "--prometheus-port", "0",
-         "--metrics-port", "0", "--rate", "50"],
+         "--metrics-port", "0", "--rate", "50", "--jobs", "clickstream-windows"],
         stdout=output, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:

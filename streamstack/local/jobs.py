@@ -30,8 +30,6 @@ def spark_job_process(
     *,
     name: str,
     bootstrap_servers: str,
-    input_topic: str,
-    output_topic: str,
     checkpoint_dir: Path,
     metrics_port: int,
     log_path: Path,
@@ -39,7 +37,10 @@ def spark_job_process(
     driver_memory: str = "1g",
     extra_args: Sequence[str] = (),
 ) -> ManagedProcess:
-    """The job's own entry point with local-only settings: master, loopback addresses, connector jars."""
+    """The job's own entry point with local-only settings: master, loopback addresses, connector jars.
+
+    `extra_args` carries the job's own flags (its topics and settings); `checkpoint_dir` is the job's
+    checkpoint root, under which each of its queries keeps a directory."""
     argv = [
         sys.executable,
         "-m",
@@ -50,10 +51,6 @@ def spark_job_process(
         "local[2]",
         "--bootstrap-servers",
         bootstrap_servers,
-        "--input-topic",
-        input_topic,
-        "--output-topic",
-        output_topic,
         "--checkpoint-dir",
         str(checkpoint_dir),
         "--metrics-host",

@@ -199,13 +199,11 @@ class LocalStack:
                 job.module,
                 name=job.name,
                 bootstrap_servers=kafka.bootstrap_servers,
-                input_topic=job.input_topic,
-                output_topic=job.output_topic,
                 checkpoint_dir=checkpoint_dir,
                 metrics_port=port,
                 log_path=run_dir / "logs" / f"{job.name}.log",
                 trigger_interval=self.options.trigger_interval,
-                extra_args=job.extra_args,
+                extra_args=job.args,
             ).start()
             self._state["jobs"].append(
                 {

@@ -41,7 +41,8 @@ def read_job_status(name: str, metrics_url: str, process_running: bool, timeout:
     values: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name.startswith(_PREFIX):
+            # A job runs several queries (its dead-letter query among them); the table shows the main one.
+            if sample.name.startswith(_PREFIX) and sample.labels.get("query") == name:
                 key = sample.name.removeprefix(_PREFIX)
                 # One series per topic for offsets behind: the job is behind by their sum.
                 values[key] = values.get(key, 0.0) + sample.value if key in _SUMMED else sample.value

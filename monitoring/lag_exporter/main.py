@@ -1,0 +1,71 @@
+"""The HTTP entry point: parse the config, start the refresh loop, serve /metrics until SIGTERM or SIGINT.
+
+    python -m monitoring.lag_exporter --bootstrap-servers kafka:9092 --listen 0.0.0.0:9308 \\
+        --refresh-interval 10 --window 300 --checkpoint-dir clickstream=/checkpoints/clickstream
+
+Exit codes: 0 after a clean stop, 2 for a bad configuration or a listen address in use.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from monitoring.lag_exporter.collector import ExporterHealth, LagCollector
+from monitoring.lag_exporter.config import ConfigError, parse_args
+from monitoring.lag_exporter.kafka_reader import KafkaReader
+from monitoring.lag_exporter.loop import Refresher
+
+log = logging.getLogger("monitoring.lag_exporter")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        config = parse_args(argv)
+    except ConfigError as error:
+        print(f"lag exporter: {error}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=config.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if config.log_level.upper() != "DEBUG":  # kafka-python logs every reconnect while a broker is down
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
+
+    registry = CollectorRegistry()
+    health = ExporterHealth(registry)
+    refresher = Refresher(config, KafkaReader(config), health)
+    registry.register(LagCollector(refresher.latest))
+    try:
+        server, server_thread = start_http_server(config.listen_port, config.listen_host, registry)
+    except OSError as error:
+        print(f"lag exporter: --listen {config.listen_host}:{config.listen_port}: {error}", file=sys.stderr)
+        return 2
+    host, port = server.server_address[:2]
+    log.info("serving http://%s:%s/metrics", host, port)
+
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: FrameType | None) -> None:
+        log.info("received signal %d, stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    loop = threading.Thread(target=refresher.run, args=(stop,), name="lag-refresh", daemon=True)
+    loop.start()
+    while not stop.wait(1.0):
+        pass
+    server.shutdown()
+    server.server_close()
+    server_thread.join(timeout=5)
+    loop.join(timeout=config.kafka_timeout * 3 + config.refresh_interval)
+    log.info("stopped")
+    return 0

@@ -1,0 +1,451 @@
+"""The lag exporter against real Kafka: values checked against the admin API and known timestamps, each
+Burrow status from a scenario built for it, and the faults (broker down, deletions, corrupt checkpoints).
+
+The refresh loop is stepped by hand (`Refresher.refresh()`), so every scenario is deterministic; the threaded
+loop and the HTTP server are covered by test_lag_exporter_process.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.protocol.consumer import OffsetSpec
+from kafka.structs import OffsetAndMetadata
+from prometheus_client import CollectorRegistry
+
+from monitoring.lag_exporter.collector import ExporterHealth, LagCollector
+from monitoring.lag_exporter.config import CheckpointDir, ExporterConfig, NameFilter
+from monitoring.lag_exporter.kafka_reader import KafkaReader
+from monitoring.lag_exporter.loop import Refresher
+from streamstack.local.kafka import LocalKafka, TopicSpec
+from streamstack.runtimes import Runtimes
+from tests.kafka_helpers import wait_for
+from tests.monitoring.checkpoints import write_query_checkpoint
+
+pytestmark = pytest.mark.integration
+
+
+class Exporter:
+    """A Refresher on a fresh registry, stepped by the test."""
+
+    def __init__(self, bootstrap_servers: str, group_prefix: str, **overrides: Any) -> None:
+        base = ExporterConfig(
+            bootstrap_servers=bootstrap_servers,
+            refresh_interval=0.5,
+            window=3.0,
+            kafka_timeout=5.0,
+            groups=NameFilter.of([f"(streamstack-)?{group_prefix}.*"]),
+        )
+        self.config = dataclasses.replace(base, **overrides)
+        self.registry = CollectorRegistry()
+        self.reader = KafkaReader(self.config)
+        self.refresher = Refresher(self.config, self.reader, ExporterHealth(self.registry))
+        self.registry.register(LagCollector(self.refresher.latest))
+
+    def refresh(self) -> bool:
+        return self.refresher.refresh()
+
+    def value(self, name: str, **labels: str) -> float | None:
+        return self.registry.get_sample_value(name, labels)
+
+    def partition(
+        self, name: str, group: str, topic: str, partition: int, source: str = "group"
+    ) -> float | None:
+        return self.value(name, source=source, group=group, topic=topic, partition=str(partition))
+
+    def status(self, group: str, topic: str, partition: int) -> str:
+        for candidate in ("OK", "WARN", "STOP", "STALL", "REWIND"):
+            labels = {"source": "group", "group": group, "topic": topic, "partition": str(partition)}
+            if self.value("streamstack_lag_status", **labels, status=candidate) == 1:
+                return candidate
+        return "absent"
+
+    def group_status(self, group: str) -> str:
+        for candidate in ("OK", "WARN", "ERR"):
+            if self.value("streamstack_lag_group_status", source="group", group=group, status=candidate) == 1:
+                return candidate
+        return "absent"
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+@contextmanager
+def exporter(bootstrap_servers: str, group_prefix: str, **overrides: Any) -> Iterator[Exporter]:
+    instance = Exporter(bootstrap_servers, group_prefix, **overrides)
+    try:
+        yield instance
+    finally:
+        instance.close()
+
+
+class Committer:
+    """Commits offsets as consumer groups do (one client per group, no group membership)."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self._bootstrap_servers = bootstrap_servers
+        self._consumers: dict[str, KafkaConsumer] = {}
+
+    def commit(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
+        if group not in self._consumers:
+            self._consumers[group] = KafkaConsumer(
+                bootstrap_servers=self._bootstrap_servers, group_id=group, enable_auto_commit=False
+            )
+        self._consumers[group].commit(
+            {TopicPartition(t, p): OffsetAndMetadata(offset, "", -1) for (t, p), offset in offsets.items()}
+        )
+
+    def close(self) -> None:
+        for consumer in self._consumers.values():
+            consumer.close(autocommit=False)
+        self._consumers.clear()
+
+
+@pytest.fixture
+def committer(kafka: LocalKafka) -> Iterator[Committer]:
+    instance = Committer(kafka.bootstrap_servers)
+    try:
+        yield instance
+    finally:
+        instance.close()
+
+
+def produce_to(
+    bootstrap_servers: str,
+    topic: str,
+    partition: int,
+    count: int,
+    *,
+    timestamps_ms: list[int] | None = None,
+    producer: KafkaProducer | None = None,
+) -> None:
+    """Send `count` records to one partition (with the given timestamps) and wait until they are written."""
+    own = producer is None
+    client = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all", linger_ms=0) if own else producer
+    assert client is not None
+    try:
+        for index in range(count):
+            timestamp = timestamps_ms[index] if timestamps_ms is not None else None
+            client.send(topic, value=b"event-%d" % index, partition=partition, timestamp_ms=timestamp)
+        client.flush(timeout=30)
+    finally:
+        if own:
+            client.close(timeout=10)
+
+
+def test_lag_in_records_equals_the_admin_api_at_rest(
+    kafka: LocalKafka, topic_name: str, committer: Committer
+) -> None:
+    orders, payments = f"{topic_name}-orders", f"{topic_name}-payments"
+    kafka.create_topics([TopicSpec(orders, partitions=3), TopicSpec(payments, partitions=2)])
+    for partition, count in enumerate((30, 7, 0)):
+        produce_to(kafka.bootstrap_servers, orders, partition, count)
+    for partition, count in enumerate((12, 25)):
+        produce_to(kafka.bootstrap_servers, payments, partition, count)
+    groups = {
+        f"{topic_name}-billing": {(orders, 0): 10, (orders, 1): 7, (orders, 2): 0},
+        f"{topic_name}-audit": {(orders, 0): 30, (payments, 0): 3, (payments, 1): 20},
+        f"streamstack-{topic_name}-query": {(payments, 0): 12, (payments, 1): 1},
+    }
+    for group, offsets in groups.items():
+        committer.commit(group, offsets)
+
+    # Ground truth straight from the admin API, at rest (nothing is producing or committing now).
+    admin = kafka.admin()
+    try:
+        committed = admin.list_group_offsets(dict.fromkeys(groups))
+        tps = [TopicPartition(orders, p) for p in range(3)] + [TopicPartition(payments, p) for p in range(2)]
+        latest = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST))
+    finally:
+        admin.close()
+    truth = {
+        (group, tp.topic, tp.partition): (meta.offset, latest[tp].offset - meta.offset)
+        for group, offsets in committed.items()
+        for tp, meta in offsets.items()
+    }
+    assert len(truth) == 8 and truth[(f"{topic_name}-billing", orders, 0)] == (10, 20)
+
+    with exporter(kafka.bootstrap_servers, topic_name) as lag:
+        assert lag.refresh()
+        for (group, topic, partition), (offset, records) in truth.items():
+            source = "shadow" if group.startswith("streamstack-") else "group"
+            assert (
+                lag.partition("streamstack_lag_committed_offset", group, topic, partition, source) == offset
+            )
+            assert lag.partition("streamstack_lag_records", group, topic, partition, source) == records
+        for group in groups:
+            source = "shadow" if group.startswith("streamstack-") else "group"
+            expected_max = max(records for (g, _, _), (_, records) in truth.items() if g == group)
+            assert lag.value("streamstack_lag_group_max_records", source=source, group=group) == expected_max
+        for tp in tps:
+            assert lag.value(
+                "streamstack_lag_partition_latest_offset", topic=tp.topic, partition=str(tp.partition)
+            ) == float(latest[tp].offset)
+        assert lag.value("streamstack_lag_exporter_up") == 1
+
+
+def test_lag_seconds_from_the_timestamp_of_the_record_at_the_committed_offset(
+    kafka: LocalKafka, topic_name: str, committer: Committer
+) -> None:
+    kafka.create_topics([TopicSpec(topic_name, partitions=2)])
+    now_ms = int(time.time() * 1000)
+    timestamps = [now_ms - 100_000 + index * 10_000 for index in range(10)]  # 100 s ago, every 10 s
+    produce_to(kafka.bootstrap_servers, topic_name, 0, 10, timestamps_ms=timestamps)
+    produce_to(kafka.bootstrap_servers, topic_name, 1, 4, timestamps_ms=timestamps[:4])
+    behind, caught_up = f"{topic_name}-behind", f"{topic_name}-caught-up"
+    committer.commit(behind, {(topic_name, 0): 3, (topic_name, 1): 0})
+    committer.commit(caught_up, {(topic_name, 0): 10, (topic_name, 1): 4})
+
+    with exporter(kafka.bootstrap_servers, topic_name) as lag:
+        assert lag.refresh()
+        observed_at = time.time()
+        for partition, offset in ((0, 3), (1, 0)):
+            truth = observed_at - timestamps[offset] / 1000
+            seconds = lag.partition("streamstack_lag_seconds", behind, topic_name, partition)
+            assert seconds is not None and abs(seconds - truth) <= 1.0, (partition, seconds, truth)
+        for partition in (0, 1):
+            assert lag.partition("streamstack_lag_seconds", caught_up, topic_name, partition) == 0.0
+        assert lag.value("streamstack_lag_group_max_seconds", source="group", group=behind) == pytest.approx(
+            observed_at - timestamps[0] / 1000, abs=1.0
+        )
+        assert lag.value("streamstack_lag_exporter_errors_total", kind="timestamp") == 0
+
+
+def test_data_loss_when_records_are_deleted_before_they_are_processed(
+    kafka: LocalKafka, topic_name: str, committer: Committer
+) -> None:
+    kafka.create_topics([TopicSpec(topic_name, partitions=1)])
+    now_ms = int(time.time() * 1000)
+    timestamps = [now_ms - 50_000 + index * 5_000 for index in range(10)]
+    produce_to(kafka.bootstrap_servers, topic_name, 0, 10, timestamps_ms=timestamps)
+    slow, fine = f"{topic_name}-slow", f"{topic_name}-fine"
+    committer.commit(slow, {(topic_name, 0): 2})
+    committer.commit(fine, {(topic_name, 0): 8})
+    admin = kafka.admin()
+    try:
+        admin.delete_records({TopicPartition(topic_name, 0): 6})  # retention took offsets 0-5
+    finally:
+        admin.close()
+
+    with exporter(kafka.bootstrap_servers, topic_name) as lag:
+        assert lag.refresh()
+        observed_at = time.time()
+        assert lag.partition("streamstack_lag_data_loss", slow, topic_name, 0) == 1
+        assert lag.partition("streamstack_lag_lost_records", slow, topic_name, 0) == 4
+        assert lag.partition("streamstack_lag_records", slow, topic_name, 0) == 8
+        # the record at the committed offset is gone: the oldest kept one (offset 6) gives a lower bound
+        seconds = lag.partition("streamstack_lag_seconds", slow, topic_name, 0)
+        assert seconds == pytest.approx(observed_at - timestamps[6] / 1000, abs=1.0)
+        assert lag.partition("streamstack_lag_data_loss", fine, topic_name, 0) == 0
+        assert lag.partition("streamstack_lag_lost_records", fine, topic_name, 0) == 0
+        assert lag.value("streamstack_lag_partition_earliest_offset", topic=topic_name, partition="0") == 6
+
+
+def test_a_spark_checkpoint_gives_the_committed_offsets_and_lag(
+    kafka: LocalKafka, topic_name: str, tmp_path: Path
+) -> None:
+    kafka.create_topics([TopicSpec(topic_name, partitions=2)])
+    produce_to(kafka.bootstrap_servers, topic_name, 0, 20)
+    produce_to(kafka.bootstrap_servers, topic_name, 1, 10)
+    root = tmp_path / "checkpoints"
+    batches = {0: {topic_name: {0: 5, 1: 2}}, 1: {topic_name: {0: 12, 1: 7}}, 2: {topic_name: {0: 20, 1: 10}}}
+    write_query_checkpoint(root / "enrich", batches, committed=[0, 1])  # batch 2 is in flight
+    write_query_checkpoint(tmp_path / "single", {0: {topic_name: {0: 20, 1: 10}}}, committed=[0])
+    checkpoints = (CheckpointDir("job", root), CheckpointDir("solo", tmp_path / "single"))
+
+    with exporter(kafka.bootstrap_servers, topic_name, checkpoints=checkpoints) as lag:
+        assert lag.refresh()
+        for partition, committed, records in ((0, 12, 8), (1, 7, 3)):
+            args = ("job/enrich", topic_name, partition, "checkpoint")
+            assert lag.partition("streamstack_lag_committed_offset", *args) == committed
+            assert lag.partition("streamstack_lag_records", *args) == records
+            assert lag.partition("streamstack_lag_records", "solo", topic_name, partition, "checkpoint") == 0
+        assert lag.value("streamstack_lag_group_max_records", source="checkpoint", group="job/enrich") == 8
+        assert lag.value("streamstack_lag_checkpoint_readable", checkpoint="job", group="job/enrich") == 1
+
+
+def test_each_status_comes_from_the_scenario_built_for_it(
+    kafka: LocalKafka, topic_name: str, committer: Committer
+) -> None:
+    """Window 3 s, one refresh every 0.5 s; each scenario has its own group and partition."""
+    kafka.create_topics([TopicSpec(topic_name, partitions=5)])
+    scenarios = {"ok": 0, "stop": 1, "stall": 2, "rewind": 3, "warn": 4}
+    for partition in scenarios.values():
+        produce_to(kafka.bootstrap_servers, topic_name, partition, 20)
+    group = {name: f"{topic_name}-{name}" for name in scenarios}
+
+    def tp(name: str) -> tuple[str, int]:
+        return (topic_name, scenarios[name])
+
+    committer.commit(group["ok"], {tp("ok"): 20})
+    committer.commit(group["stop"], {tp("stop"): 5})
+    committer.commit(group["stall"], {tp("stall"): 5})
+    committer.commit(group["rewind"], {tp("rewind"): 10})
+    committer.commit(group["warn"], {tp("warn"): 5})
+    ok_offset, warn_offset = 20, 5
+    seen: dict[str, list[tuple[float, str]]] = {name: [] for name in scenarios}
+    rewind_at: float | None = None
+    tick_starts: list[float] = []
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, acks="all", linger_ms=0)
+
+    with exporter(kafka.bootstrap_servers, topic_name, window=3.0, refresh_interval=0.5) as lag:
+        first = time.monotonic()
+        while time.monotonic() - first < 5.0:
+            started = time.monotonic()
+            tick_starts.append(started)
+            produce_to(kafka.bootstrap_servers, topic_name, scenarios["ok"], 3, producer=producer)
+            ok_offset += 3
+            committer.commit(group["ok"], {tp("ok"): ok_offset})  # keeps up
+            committer.commit(group["stall"], {tp("stall"): 5})  # commits, never moves
+            produce_to(kafka.bootstrap_servers, topic_name, scenarios["warn"], 6, producer=producer)
+            warn_offset += 2
+            committer.commit(group["warn"], {tp("warn"): warn_offset})  # moves, slower than the producer
+            if rewind_at is None and started - first >= 3.5:
+                committer.commit(group["rewind"], {tp("rewind"): 4})  # went back
+                rewind_at = started - first
+            assert lag.refresh()
+            for name in scenarios:
+                seen[name].append((time.monotonic() - first, lag.status(group[name], *tp(name))))
+            time.sleep(max(0.0, 0.5 - (time.monotonic() - started)))
+        producer.close(timeout=10)
+
+        def statuses(name: str, since: float = 0.0, until: float = 99.0) -> set[str]:
+            return {status for at, status in seen[name] if since <= at < until}
+
+        assert statuses("ok") == {"OK"}, seen["ok"]
+        # Nothing but OK until the window has filled.
+        for name in ("stop", "stall", "warn"):
+            assert statuses(name, until=2.9) == {"OK"}, (name, seen[name])
+        assert seen["stop"][-1][1] == "STOP", seen["stop"]
+        assert seen["stall"][-1][1] == "STALL", seen["stall"]
+        assert seen["warn"][-1][1] == "WARN", seen["warn"]
+        # REWIND shows at once (no full window needed) and stays while the rewind is in the window.
+        assert rewind_at is not None
+        assert "REWIND" not in statuses("rewind", until=rewind_at)
+        assert statuses("rewind", since=rewind_at) == {"REWIND"}, seen["rewind"]
+        expected_groups = {"ok": "OK", "stop": "ERR", "stall": "ERR", "rewind": "ERR", "warn": "WARN"}
+        assert {name: lag.group_status(group[name]) for name in scenarios} == expected_groups
+        codes = {
+            name: lag.partition("streamstack_lag_status_code", group[name], *tp(name)) for name in scenarios
+        }
+        assert codes == {"ok": 1, "stop": 4, "stall": 5, "rewind": 6, "warn": 2}
+        eta = lag.partition("streamstack_lag_catch_up_eta_seconds", group["stop"], *tp("stop"))
+        assert eta == float("inf")
+        rate = lag.partition("streamstack_lag_consumed_records_per_second", group["warn"], *tp("warn"))
+        tick = (tick_starts[-1] - tick_starts[0]) / (len(tick_starts) - 1)
+        assert rate == pytest.approx(2 / tick, rel=0.35)  # 2 records a tick
+
+
+def test_deleted_groups_and_topics_disappear(
+    kafka: LocalKafka, topic_name: str, committer: Committer
+) -> None:
+    kept, dropped = f"{topic_name}-kept", f"{topic_name}-dropped"
+    kafka.create_topics([TopicSpec(kept, partitions=1), TopicSpec(dropped, partitions=1)])
+    produce_to(kafka.bootstrap_servers, kept, 0, 5)
+    produce_to(kafka.bootstrap_servers, dropped, 0, 5)
+    gone, both, only_dropped = f"{topic_name}-gone", f"{topic_name}-both", f"{topic_name}-only-dropped"
+    committer.commit(gone, {(kept, 0): 1})
+    committer.commit(both, {(kept, 0): 2, (dropped, 0): 2})
+    committer.commit(only_dropped, {(dropped, 0): 3})
+    committer.close()
+
+    with exporter(kafka.bootstrap_servers, topic_name) as lag:
+        assert lag.refresh()
+        assert lag.partition("streamstack_lag_records", gone, kept, 0) == 4
+        assert lag.partition("streamstack_lag_records", both, dropped, 0) == 3
+        assert lag.value("streamstack_lag_group_max_records", source="group", group=only_dropped) == 2
+
+        admin = kafka.admin()
+        try:
+            admin.delete_groups([gone])
+            admin.delete_topics([dropped])
+        finally:
+            admin.close()
+
+        def vanished() -> bool:
+            assert lag.refresh()
+            return (
+                lag.partition("streamstack_lag_records", both, dropped, 0) is None
+                and lag.value("streamstack_lag_partition_latest_offset", topic=dropped, partition="0") is None
+            )
+
+        wait_for(vanished, timeout=30, what="the deleted topic to vanish")
+        assert lag.partition("streamstack_lag_records", gone, kept, 0) is None
+        assert lag.value("streamstack_lag_group_max_records", source="group", group=gone) is None
+        assert lag.value("streamstack_lag_group_max_records", source="group", group=only_dropped) is None
+        assert lag.partition("streamstack_lag_records", both, kept, 0) == 3
+
+
+def test_a_corrupt_checkpoint_counts_an_error_and_collection_goes_on(
+    kafka: LocalKafka, topic_name: str, tmp_path: Path
+) -> None:
+    kafka.create_topics([TopicSpec(topic_name, partitions=1)])
+    produce_to(kafka.bootstrap_servers, topic_name, 0, 10)
+    query = tmp_path / "root" / "q"
+    write_query_checkpoint(query, {0: {topic_name: {0: 4}}}, committed=[0])
+    checkpoints = (CheckpointDir("root", tmp_path / "root"), CheckpointDir("missing", tmp_path / "nowhere"))
+
+    with exporter(kafka.bootstrap_servers, topic_name, checkpoints=checkpoints) as lag:
+        assert lag.refresh()
+        assert lag.value("streamstack_lag_checkpoint_readable", checkpoint="root", group="root/q") == 1
+        assert lag.value("streamstack_lag_checkpoint_readable", checkpoint="missing", group="missing") == 0
+        errors_before = lag.value("streamstack_lag_exporter_errors_total", kind="checkpoint")
+        assert errors_before == 1  # the missing directory
+
+        (query / "offsets" / "1").write_text(
+            'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1795325'
+        )  # torn write
+        (query / "commits" / "1").write_text('v1\n{"nextBatchWatermarkMs":0}')
+        assert lag.refresh()
+
+        assert lag.value("streamstack_lag_checkpoint_readable", checkpoint="root", group="root/q") == 0
+        assert lag.value("streamstack_lag_exporter_errors_total", kind="checkpoint") == errors_before + 2
+        assert lag.value("streamstack_lag_exporter_up") == 1
+        assert (
+            lag.partition("streamstack_lag_records", "root/q", topic_name, 0, "checkpoint") == 6
+        )  # last good
+
+
+def test_broker_down_serves_stale_values_and_recovers_on_a_new_broker(
+    runtimes: Runtimes, tmp_path: Path, topic_name: str
+) -> None:
+    broker = LocalKafka(runtimes, tmp_path / "first", port=0, heap="512m").start()
+    port = broker.port
+    try:
+        broker.create_topics([TopicSpec(topic_name, partitions=1)])
+        produce_to(broker.bootstrap_servers, topic_name, 0, 8)
+        committer = Committer(broker.bootstrap_servers)
+        committer.commit(f"{topic_name}-g", {(topic_name, 0): 3})
+        committer.close()
+
+        with exporter(broker.bootstrap_servers, topic_name, kafka_timeout=2.0) as lag:
+            assert lag.refresh()
+            last_success = lag.value("streamstack_lag_exporter_last_success_timestamp_seconds")
+            assert lag.partition("streamstack_lag_records", f"{topic_name}-g", topic_name, 0) == 5
+
+            broker.stop()
+            started = time.monotonic()
+            assert not lag.refresh()
+            assert time.monotonic() - started < 15  # bounded by --kafka-timeout, not hanging
+            assert lag.value("streamstack_lag_exporter_up") == 0
+            assert lag.value("streamstack_lag_exporter_stale") == 1
+            assert lag.value("streamstack_lag_exporter_errors_total", kind="kafka") == 1
+            assert lag.value("streamstack_lag_exporter_last_success_timestamp_seconds") == last_success
+            assert lag.partition("streamstack_lag_records", f"{topic_name}-g", topic_name, 0) == 5  # kept
+
+            # A fresh broker on the same address (its data is gone): the exporter reconnects by itself.
+            broker = LocalKafka(runtimes, tmp_path / "second", port=port, heap="512m").start()
+            wait_for(lag.refresh, timeout=30, what="the exporter to reach the new broker")
+            assert lag.value("streamstack_lag_exporter_up") == 1
+            assert lag.value("streamstack_lag_exporter_stale") == 0
+            assert lag.value("streamstack_lag_exporter_last_success_timestamp_seconds") > last_success  # type: ignore[operator]
+            assert lag.partition("streamstack_lag_records", f"{topic_name}-g", topic_name, 0) is None
+    finally:
+        broker.stop()
