@@ -35,13 +35,13 @@ from pyspark.sql import SparkSession
 
 from jobs.clickstream_windows.transforms import (
     count_views_per_url,
-    decode_page_views,
     page_views,
     window_counts_as_records,
 )
 from jobs.common.config import EventLimits, StreamingJobConfig
 from jobs.common.kafka_io import read_kafka_stream
 from jobs.common.progress import parse_spark_timestamp
+from jobs.common.schemas import decode_page_views
 from jobs.common.session import build_session
 from streamstack import runtimes as runtime_cache
 from streamstack.local.kafka import LocalKafka, TopicSpec

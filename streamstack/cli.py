@@ -64,6 +64,7 @@ def _build_parser() -> argparse.ArgumentParser:
     up.add_argument("--kafka-port", type=int, default=9092, help="0 picks a free port")
     up.add_argument("--prometheus-port", type=int, default=9090, help="0 picks a free port")
     up.add_argument("--metrics-port", type=int, default=9401, help="first job's metrics port; 0 picks free")
+    up.add_argument("--exporter-port", type=int, default=9308, help="lag exporter; 0 picks a free port")
     up.add_argument("--rate", type=float, default=200.0, help="events per second from each producer")
     up.add_argument("--trigger-interval", default="2 seconds", help="micro-batch trigger of every job")
     up.add_argument(
@@ -99,6 +100,7 @@ def _endpoints(state: dict[str, Any]) -> str:
     lines = [
         f"Kafka bootstrap   {state['kafka']['bootstrap_servers']}",
         f"Prometheus        {state['prometheus']['url']}",
+        f"lag exporter      {state['exporter']['metrics_url']}",
     ]
     lines += [f"{job['name']:<17} {job['metrics_url']}  (log {job['log']})" for job in state["jobs"]]
     lines.append(f"state and logs    {state['workdir']}")
@@ -113,6 +115,7 @@ def _options(args: argparse.Namespace, workdir: Path) -> LocalStackOptions:
         kafka_port=args.kafka_port,
         prometheus_port=args.prometheus_port,
         metrics_port=args.metrics_port,
+        exporter_port=args.exporter_port,
         rate=args.rate,
         trigger_interval=args.trigger_interval,
     )
@@ -173,7 +176,14 @@ def _detach(args: argparse.Namespace, workdir: Path) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / "supervisor.log"
     argv = [sys.executable, "-m", "streamstack.cli", "local", "up", "--supervised", "--workdir", str(workdir)]
-    for flag in ("kafka_port", "prometheus_port", "metrics_port", "rate", "trigger_interval"):
+    for flag in (
+        "kafka_port",
+        "prometheus_port",
+        "metrics_port",
+        "exporter_port",
+        "rate",
+        "trigger_interval",
+    ):
         argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     if args.jobs is not None:
         argv += ["--jobs", args.jobs]

@@ -17,7 +17,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from streamstack.local.pipeline import streaming_pipeline
 from streamstack.local.process import process_group_alive
-from tests.kafka_helpers import wait_for
+from tests.kafka_helpers import metric_sum, scrape, wait_for
 
 CLI = [sys.executable, "-m", "streamstack.cli"]
 
@@ -43,8 +43,8 @@ def test_every_job_runs_detached_reports_progress_and_stops_without_leftovers(tm
     workdir = tmp_path / "stack"
     up = streamstack(
         "local", "up", "--detach", "--workdir", str(workdir),
-        "--kafka-port", "0", "--prometheus-port", "0", "--metrics-port", "0", "--rate", "50",
-        "--trigger-interval", "5 seconds",
+        "--kafka-port", "0", "--prometheus-port", "0", "--metrics-port", "0", "--exporter-port", "0",
+        "--rate", "50", "--trigger-interval", "5 seconds",
     )  # fmt: skip
     try:
         assert up.returncode == 0, up.stderr
@@ -104,6 +104,25 @@ def test_every_job_runs_detached_reports_progress_and_stops_without_leftovers(tm
         except TimeoutError as error:
             raise AssertionError(f"no output from {jobs_without_output()} (logs in {workdir})") from error
         assert all((checkpoints[name] / name / "commits").is_dir() for name in expected_jobs)
+
+        # The lag exporter sees each job's main query twice: via its shadow group and its checkpoint.
+        exporter_url = status["exporter"]["metrics_url"]
+
+        def exporter_sees_every_job() -> bool:
+            samples = scrape(exporter_url)
+            return samples.get("streamstack_lag_exporter_up") == 1 and all(
+                metric_sum(
+                    samples, "streamstack_lag_committed_offset", source="shadow", group=f"streamstack-{name}"
+                )
+                > 0
+                and metric_sum(
+                    samples, "streamstack_lag_committed_offset", source="checkpoint", group=f"{name}/{name}"
+                )
+                > 0
+                for name in expected_jobs
+            )
+
+        wait_for(exporter_sees_every_job, timeout=120, what="the lag exporter to see every job", interval=3)
 
         human = streamstack("local", "status", "--workdir", str(workdir))
         assert human.returncode == 0 and all(name in human.stdout for name in expected_jobs)
@@ -193,7 +212,7 @@ def test_ctrl_c_stops_a_foreground_stack_and_everything_it_started(tmp_path: Pat
     output = (tmp_path / "up.out").open("wb")
     foreground = subprocess.Popen(
         [*CLI, "local", "up", "--workdir", str(workdir), "--kafka-port", "0", "--prometheus-port", "0",
-         "--metrics-port", "0", "--rate", "50", "--jobs", "clickstream-windows"],
+         "--metrics-port", "0", "--exporter-port", "0", "--rate", "50", "--jobs", "clickstream-windows"],
         stdout=output, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:

@@ -21,12 +21,11 @@ from pathlib import Path
 import pytest
 from kafka import KafkaProducer
 
-from streamstack.local.jobs import spark_job_process
 from streamstack.local.kafka import LocalKafka, TopicSpec
-from streamstack.local.ports import free_port
 from streamstack.local.process import ManagedProcess
 from streamstack.runtimes import Runtimes
-from tests.kafka_helpers import metric_sum, read_all, scrape, wait_for
+from tests.jobs.streaming_helpers import start_window_job, views_per_key
+from tests.kafka_helpers import metric_sum, scrape, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
@@ -102,23 +101,13 @@ def test_sigkill_at_any_point_then_restart_yields_the_uninterrupted_result(
     query_checkpoint = checkpoint_root / "clickstream-windows"
 
     def start() -> tuple[ManagedProcess, str]:
-        port = free_port()
-        process = spark_job_process(
+        return start_window_job(
             runtimes,
-            "jobs.clickstream_windows",
-            name="clickstream-windows",
-            bootstrap_servers=kafka.bootstrap_servers,
+            kafka.bootstrap_servers,
             checkpoint_dir=checkpoint_root,
-            metrics_port=port,
             log_path=tmp_path / "job.log",
-            trigger_interval="1 second",
-            extra_args=(
-                "--input-topic",
-                input_topic,
-                "--output-topic",
-                output_topic,
-                "--dead-letter-topic",
-                "eos-dead-letters",
+            topics=(input_topic, output_topic, "eos-dead-letters"),
+            settings=(
                 "--window-duration",
                 f"{WINDOW_SECONDS} seconds",
                 # Nothing is late: the result must not depend on where batches happen to split.
@@ -132,8 +121,7 @@ def test_sigkill_at_any_point_then_restart_yields_the_uninterrupted_result(
                 "--no-windows-topic",
                 "--no-late-topic",
             ),
-        ).start()
-        return process, f"http://127.0.0.1:{port}/metrics"
+        )
 
     def wait_until(condition: str, process: ManagedProcess, predicate: Callable[[], bool]) -> None:
         deadline = time.monotonic() + 240
@@ -185,9 +173,6 @@ def test_sigkill_at_any_point_then_restart_yields_the_uninterrupted_result(
     finally:
         process.stop()
 
-    latest_per_key: dict[str, int] = {}
-    for key, value in read_all(kafka.bootstrap_servers, output_topic):
-        assert key is not None and value is not None
-        latest_per_key[key.decode()] = json.loads(value)["views"]
+    latest_per_key = views_per_key(kafka.bootstrap_servers, output_topic)
     assert len(kills) == 3
     assert latest_per_key == expected_counts(sent)

@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from streamstack.local.jobs import spark_job_process
 from streamstack.local.kafka import LocalKafka, TopicSpec
-from streamstack.local.ports import free_port
 from streamstack.local.process import ManagedProcess
 from streamstack.local.prometheus import LocalPrometheus
 from streamstack.runtimes import Runtimes
-from tests.kafka_helpers import metric_sum, produce, read_all, scrape, wait_for
+from tests.jobs.streaming_helpers import start_window_job, views_per_key
+from tests.kafka_helpers import metric_sum, produce, read_dead_letters, scrape, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
@@ -124,23 +123,13 @@ def windows_job(
     )
     produce(kafka.bootstrap_servers, input_topic, (view.encoded() for view in first_phase()))
     produce(kafka.bootstrap_servers, input_topic, ((b"bad", value) for value, _ in BAD_RECORDS))
-    port = free_port()
-    process = spark_job_process(
+    process, metrics_url = start_window_job(
         runtimes,
-        "jobs.clickstream_windows",
-        name="clickstream-windows",
-        bootstrap_servers=kafka.bootstrap_servers,
+        kafka.bootstrap_servers,
         checkpoint_dir=workdir / "checkpoint",
-        metrics_port=port,
         log_path=workdir / "job.log",
-        trigger_interval="1 second",
-        extra_args=(
-            "--input-topic",
-            input_topic,
-            "--output-topic",
-            output_topic,
-            "--dead-letter-topic",
-            f"{input_topic}.dead-letters",
+        topics=(input_topic, output_topic, f"{input_topic}.dead-letters"),
+        settings=(
             "--windows-topic",
             "e2e-page-view-windows",
             "--late-topic",
@@ -152,15 +141,9 @@ def windows_job(
             "--shuffle-partitions",
             "2",
         ),
-    ).start()
+    )
     try:
-        yield RunningJob(
-            process,
-            f"http://127.0.0.1:{port}/metrics",
-            input_topic,
-            output_topic,
-            f"{input_topic}.dead-letters",
-        )
+        yield RunningJob(process, metrics_url, input_topic, output_topic, f"{input_topic}.dead-letters")
     finally:
         process.stop()
 
@@ -184,10 +167,7 @@ def test_window_counts_read_back_from_kafka_are_exact(windows_job: RunningJob, k
         what="the job to process the second phase",
     )
 
-    latest_per_key: dict[str, int] = {}
-    for key, value in read_all(kafka.bootstrap_servers, windows_job.output_topic):
-        assert key is not None and value is not None
-        latest_per_key[key.decode()] = json.loads(value)["views"]
+    latest_per_key = views_per_key(kafka.bootstrap_servers, windows_job.output_topic)
 
     assert latest_per_key == expected_counts(first, second)
     metrics = scrape(windows_job.metrics_url)
@@ -200,19 +180,9 @@ def test_window_counts_read_back_from_kafka_are_exact(windows_job: RunningJob, k
 def test_malformed_records_go_to_the_dead_letter_topic_and_are_counted(
     windows_job: RunningJob, kafka: LocalKafka
 ) -> None:
-    def dead_letters() -> list[tuple[bytes, str]]:
-        consumer = KafkaConsumer(
-            windows_job.dead_letter_topic,
-            bootstrap_servers=kafka.bootstrap_servers,
-            auto_offset_reset="earliest",
-            consumer_timeout_ms=3000,
-        )
-        try:
-            return [
-                (record.value, dict(record.headers)["dead_letter.reason"].decode()) for record in consumer
-            ]
-        finally:
-            consumer.close()
+    def dead_letters() -> list[tuple[bytes | None, str]]:
+        letters = read_dead_letters(kafka.bootstrap_servers, windows_job.dead_letter_topic)
+        return [(letter.value, letter.reason) for letter in letters]
 
     wait_for(lambda: len(dead_letters()) >= len(BAD_RECORDS), 120, "the dead letters")
 

@@ -45,7 +45,6 @@ The output and dead-letter topics must exist. In the cluster the same flags go i
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 
@@ -63,14 +62,14 @@ from jobs.ad_attribution.transforms import (
 from jobs.common.config import (
     ConfigError,
     StreamingJobConfig,
-    add_streaming_job_arguments,
     add_topic_argument,
+    parse_job_config,
     require_duration,
     require_topic,
-    streaming_job_config,
+    streaming_job_parser,
 )
-from jobs.common.events import start_dead_letter_query
-from jobs.common.kafka_io import read_kafka_stream, write_kafka_stream
+from jobs.common.events import read_decoded_stream, start_dead_letter_query
+from jobs.common.kafka_io import write_kafka_stream
 from jobs.common.runner import run_streaming_job
 
 QUERY_NAME = "ad-attribution"
@@ -86,18 +85,24 @@ class AttributionJobConfig:
     watermark_delay: str = "10 seconds"
 
     def __post_init__(self) -> None:
-        require_topic("--impressions-topic", self.impressions_topic)
-        require_topic("--clicks-topic", self.clicks_topic)
-        require_topic("--output-topic", self.output_topic)
+        for flag, topic in self.topics_by_flag().items():
+            require_topic(flag, topic)
         require_duration("--attribution-window", self.attribution_window)
         require_duration("--watermark-delay", self.watermark_delay)
         if self.impressions_topic == self.clicks_topic:
             raise ConfigError(f"--clicks-topic {self.clicks_topic!r}: must differ from --impressions-topic")
 
+    def topics_by_flag(self) -> dict[str, str]:
+        """The topics the job reads and writes (besides dead letters), by flag."""
+        return {
+            "--impressions-topic": self.impressions_topic,
+            "--clicks-topic": self.clicks_topic,
+            "--output-topic": self.output_topic,
+        }
+
 
 def parse_args(argv: list[str] | None) -> AttributionJobConfig:
-    parser = argparse.ArgumentParser(prog="ad-attribution", description=__doc__.splitlines()[0])
-    add_streaming_job_arguments(parser, query_name=QUERY_NAME)
+    parser = streaming_job_parser("ad-attribution", __doc__.splitlines()[0], query_name=QUERY_NAME)
     add_topic_argument(parser, "--impressions-topic", "ad-impressions", "ad impressions")
     add_topic_argument(parser, "--clicks-topic", "ad-clicks", "clicks on ad impressions")
     add_topic_argument(
@@ -109,29 +114,25 @@ def parse_args(argv: list[str] | None) -> AttributionJobConfig:
         help="a click counts if it comes at most this long after the impression",
     )
     parser.add_argument("--watermark-delay", default="10 seconds", help="how late an event may be")
-    args = parser.parse_args(argv)
-    try:
-        return AttributionJobConfig(
-            streaming=streaming_job_config(args),
+    return parse_job_config(
+        parser,
+        argv,
+        lambda args, streaming: AttributionJobConfig(
+            streaming=streaming,
             impressions_topic=args.impressions_topic,
             clicks_topic=args.clicks_topic,
             output_topic=args.output_topic,
             attribution_window=args.attribution_window.strip(),
             watermark_delay=args.watermark_delay.strip(),
-        )
-    except ConfigError as error:
-        parser.error(str(error))
+        ),
+    )
 
 
 def start_queries(spark: SparkSession, config: AttributionJobConfig) -> list[StreamingQuery]:
     """Start every query of the job; tests call this with their own topics and checkpoint root."""
     streaming = config.streaming
-    decoded_impressions = decode_impressions(
-        read_kafka_stream(spark, streaming, [config.impressions_topic]), streaming.event_limits
-    )
-    decoded_clicks = decode_clicks(
-        read_kafka_stream(spark, streaming, [config.clicks_topic]), streaming.event_limits
-    )
+    decoded_impressions = read_decoded_stream(spark, streaming, config.impressions_topic, decode_impressions)
+    decoded_clicks = read_decoded_stream(spark, streaming, config.clicks_topic, decode_clicks)
     attributions = attribute_clicks(
         impressions(decoded_impressions),
         clicks(decoded_clicks),
@@ -141,7 +142,6 @@ def start_queries(spark: SparkSession, config: AttributionJobConfig) -> list[Str
     attributions_query = write_kafka_stream(
         attributions_as_records(attributions),
         streaming,
-        query_name=streaming.query_name,
         topic=config.output_topic,
         output_mode="append",
     )
@@ -149,15 +149,7 @@ def start_queries(spark: SparkSession, config: AttributionJobConfig) -> list[Str
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = parse_args(argv)
-    topics = {
-        "--impressions-topic": config.impressions_topic,
-        "--clicks-topic": config.clicks_topic,
-        "--output-topic": config.output_topic,
-    }
-    return run_streaming_job(
-        "ad-attribution", config.streaming, topics, lambda spark: start_queries(spark, config)
-    )
+    return run_streaming_job("ad-attribution", parse_args(argv), start_queries)
 
 
 if __name__ == "__main__":

@@ -3,10 +3,11 @@ impression with the clicks on it within the attribution window, keep the first c
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.common.config import EventLimits
+from jobs.common.encoding import iso_millis, json_value
 from jobs.common.events import EventField, EventSchema, decode_events, valid_events
 
 IMPRESSION = EventSchema(
@@ -31,8 +32,6 @@ CLICK = EventSchema(
     ),
     event_time_field="event_time",
 )
-
-_ISO_MILLIS = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 
 
 def decode_impressions(kafka_records: DataFrame, limits: EventLimits) -> DataFrame:
@@ -124,10 +123,6 @@ def attribute_clicks(
     return first_click_per_impression(join_clicks(impressions, clicks, attribution_window, watermark_delay))
 
 
-def _iso(column: str) -> Column:
-    return F.date_format(F.col(column), _ISO_MILLIS)
-
-
 def attributions_as_records(attributions: DataFrame) -> DataFrame:
     """Kafka key = impression id (one final row per impression, so a re-run batch overwrites it) and a
     JSON value with explicit nulls for an impression without a click."""
@@ -137,18 +132,16 @@ def attributions_as_records(attributions: DataFrame) -> DataFrame:
     )
     return attributions.select(
         F.col("impression_id").alias("key"),
-        F.to_json(
-            F.struct(
-                F.col("impression_id"),
-                F.col("ad_id"),
-                F.col("user_id"),
-                _iso("impression_time").alias("impression_time"),
-                F.col("click_id"),
-                _iso("click_time").alias("click_time"),
-                clicked.alias("clicked"),
-                F.when(clicked, seconds_to_click).alias("seconds_to_click"),
-                F.col("click_count"),
-            ),
-            {"ignoreNullFields": "false"},
-        ).alias("value"),
+        json_value(
+            F.col("impression_id"),
+            F.col("ad_id"),
+            F.col("user_id"),
+            iso_millis("impression_time").alias("impression_time"),
+            F.col("click_id"),
+            iso_millis("click_time").alias("click_time"),
+            clicked.alias("clicked"),
+            F.when(clicked, seconds_to_click).alias("seconds_to_click"),
+            F.col("click_count"),
+            keep_nulls=True,
+        ),
     )

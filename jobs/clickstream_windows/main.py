@@ -53,7 +53,6 @@ SparkApplication's `arguments`, without --master and --extra-jars.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 
@@ -65,7 +64,6 @@ from jobs.clickstream_windows.transforms import (
     count_session_views,
     count_tumbling_views,
     count_views_per_url,
-    decode_page_views,
     dimension_counts_as_records,
     late_views,
     late_views_as_records,
@@ -76,17 +74,18 @@ from jobs.clickstream_windows.transforms import (
 from jobs.common.config import (
     ConfigError,
     StreamingJobConfig,
-    add_streaming_job_arguments,
     add_topic_argument,
     duration_seconds,
+    parse_job_config,
     require_duration,
     require_topic,
-    streaming_job_config,
+    streaming_job_parser,
 )
-from jobs.common.events import start_dead_letter_query
-from jobs.common.kafka_io import read_kafka_stream, write_kafka_stream
+from jobs.common.events import read_decoded_stream, start_dead_letter_query
+from jobs.common.kafka_io import start_foreach_batch_query, write_kafka_batch, write_kafka_stream
 from jobs.common.offset_log import batch_watermark_ms
 from jobs.common.runner import run_streaming_job
+from jobs.common.schemas import decode_page_views
 
 QUERY_NAME = "clickstream-windows"
 
@@ -106,12 +105,8 @@ class WindowJobConfig:
     session_gap: str = "30 seconds"
 
     def __post_init__(self) -> None:
-        require_topic("--input-topic", self.input_topic)
-        require_topic("--output-topic", self.output_topic)
-        if self.windows_topic is not None:
-            require_topic("--windows-topic", self.windows_topic)
-        if self.late_topic is not None:
-            require_topic("--late-topic", self.late_topic)
+        for flag, topic in self.topics_by_flag().items():
+            require_topic(flag, topic)
         for flag, value in (
             ("--window-duration", self.window_duration),
             ("--watermark-delay", self.watermark_delay),
@@ -126,14 +121,22 @@ class WindowJobConfig:
                 f"{self.hop_window_duration!r}"
             )
 
+    def topics_by_flag(self) -> dict[str, str]:
+        """The topics the job reads and writes (besides dead letters), by flag; only those turned on."""
+        topics = {"--input-topic": self.input_topic, "--output-topic": self.output_topic}
+        if self.windows_topic is not None:
+            topics["--windows-topic"] = self.windows_topic
+        if self.late_topic is not None:
+            topics["--late-topic"] = self.late_topic
+        return topics
+
     def query_name(self, kind: str) -> str:
         """`<main query name>.<kind>`: tumbling, hopping, sessions, late."""
         return f"{self.streaming.query_name}.{kind}"
 
 
 def parse_args(argv: list[str] | None) -> WindowJobConfig:
-    parser = argparse.ArgumentParser(prog="clickstream-windows", description=__doc__.splitlines()[0])
-    add_streaming_job_arguments(parser, query_name=QUERY_NAME)
+    parser = streaming_job_parser("clickstream-windows", __doc__.splitlines()[0], query_name=QUERY_NAME)
     add_topic_argument(parser, "--input-topic", "page-views", "page views to count")
     add_topic_argument(parser, "--output-topic", "page-views-per-url", "compacted topic of window counts")
     add_topic_argument(
@@ -149,10 +152,11 @@ def parse_args(argv: list[str] | None) -> WindowJobConfig:
     parser.add_argument("--hop-slide", default="10 seconds", help="a hopping window starts this often")
     parser.add_argument("--session-gap", default="30 seconds", help="inactivity that ends a session")
     parser.add_argument("--watermark-delay", default="5 seconds", help="how late a row may be")
-    args = parser.parse_args(argv)
-    try:
-        return WindowJobConfig(
-            streaming=streaming_job_config(args),
+    return parse_job_config(
+        parser,
+        argv,
+        lambda args, streaming: WindowJobConfig(
+            streaming=streaming,
             input_topic=args.input_topic,
             output_topic=args.output_topic,
             windows_topic=None if args.no_windows_topic else args.windows_topic,
@@ -162,9 +166,8 @@ def parse_args(argv: list[str] | None) -> WindowJobConfig:
             hop_slide=args.hop_slide.strip(),
             session_gap=args.session_gap.strip(),
             watermark_delay=args.watermark_delay.strip(),
-        )
-    except ConfigError as error:
-        parser.error(str(error))
+        ),
+    )
 
 
 def start_late_view_query(decoded: DataFrame, config: WindowJobConfig, late_topic: str) -> StreamingQuery:
@@ -176,21 +179,19 @@ def start_late_view_query(decoded: DataFrame, config: WindowJobConfig, late_topi
     def route_late_views(batch: DataFrame, batch_id: int) -> None:
         watermark_ms = batch_watermark_ms(batch.sparkSession, checkpoint, batch_id)
         # Written even when nothing is late: scanning the batch is what advances this query's watermark.
-        (
-            late_views_as_records(late_views(batch, config.window_duration, watermark_ms), watermark_ms, name)
-            .write.format("kafka")
-            .option("kafka.bootstrap.servers", streaming.bootstrap_servers)
-            .option("topic", late_topic)
-            .save()
+        write_kafka_batch(
+            late_views_as_records(
+                late_views(batch, config.window_duration, watermark_ms), watermark_ms, name
+            ),
+            streaming,
+            late_topic,
         )
 
-    return (
-        watermarked_view_records(decoded, config.watermark_delay)
-        .writeStream.queryName(name)
-        .option("checkpointLocation", checkpoint)
-        .trigger(processingTime=streaming.trigger_interval)
-        .foreachBatch(route_late_views)
-        .start()
+    return start_foreach_batch_query(
+        watermarked_view_records(decoded, config.watermark_delay),
+        streaming,
+        query_name=name,
+        process=route_late_views,
     )
 
 
@@ -222,14 +223,12 @@ def start_window_kind_queries(
 def start_queries(spark: SparkSession, config: WindowJobConfig) -> list[StreamingQuery]:
     """Start every query of the job; tests call this with their own topics and checkpoint root."""
     streaming = config.streaming
-    records = read_kafka_stream(spark, streaming, [config.input_topic])
-    decoded = decode_page_views(records, streaming.event_limits)
+    decoded = read_decoded_stream(spark, streaming, config.input_topic, decode_page_views)
     views = page_views(decoded)
     counts = count_views_per_url(views, config.window_duration, config.watermark_delay)
     counts_query = write_kafka_stream(
         window_counts_as_records(counts),
         streaming,
-        query_name=streaming.query_name,
         topic=config.output_topic,
         output_mode="update",
     )
@@ -243,15 +242,7 @@ def start_queries(spark: SparkSession, config: WindowJobConfig) -> list[Streamin
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = parse_args(argv)
-    topics = {"--input-topic": config.input_topic, "--output-topic": config.output_topic}
-    if config.windows_topic is not None:
-        topics["--windows-topic"] = config.windows_topic
-    if config.late_topic is not None:
-        topics["--late-topic"] = config.late_topic
-    return run_streaming_job(
-        "clickstream-windows", config.streaming, topics, lambda spark: start_queries(spark, config)
-    )
+    return run_streaming_job("clickstream-windows", parse_args(argv), start_queries)
 
 
 if __name__ == "__main__":

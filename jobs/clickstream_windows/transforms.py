@@ -5,16 +5,11 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.common.config import EventLimits
-from jobs.common.events import decode_events, valid_events
-from jobs.common.schemas import PAGE_VIEW
+from jobs.common.encoding import iso_millis, json_value, kafka_header, record_position, source_headers
+from jobs.common.events import valid_events
 
-_ISO_MILLIS = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
-
-
-def decode_page_views(kafka_records: DataFrame, limits: EventLimits) -> DataFrame:
-    """Kafka records with a typed page view or a dead-letter reason each (see jobs.common.events)."""
-    return decode_events(kafka_records, PAGE_VIEW, limits)
+# Re-exported for the tests and scripts that import it from here.
+from jobs.common.schemas import decode_page_views as decode_page_views  # noqa: PLC0414
 
 
 def page_views(decoded: DataFrame) -> DataFrame:
@@ -37,22 +32,16 @@ def count_views_per_url(page_views: DataFrame, window_duration: str, watermark_d
     )
 
 
-def _iso(column: str) -> Column:
-    return F.date_format(F.col(column), _ISO_MILLIS)
-
-
 def window_counts_as_records(counts: DataFrame) -> DataFrame:
     """Kafka key `<window start>|<url>` (deterministic, so re-emitted counts overwrite) and a JSON value."""
     return counts.select(
-        F.concat_ws("|", _iso("window_start"), F.col("url")).alias("key"),
-        F.to_json(
-            F.struct(
-                _iso("window_start").alias("window_start"),
-                _iso("window_end").alias("window_end"),
-                F.col("url"),
-                F.col("views"),
-            )
-        ).alias("value"),
+        F.concat_ws("|", iso_millis("window_start"), F.col("url")).alias("key"),
+        json_value(
+            iso_millis("window_start").alias("window_start"),
+            iso_millis("window_end").alias("window_end"),
+            F.col("url"),
+            F.col("views"),
+        ),
     )
 
 
@@ -124,19 +113,17 @@ def dimension_counts_as_records(counts: DataFrame) -> DataFrame:
     """Kafka key `<kind>|<dimension>|<value>|<window start>` (deterministic: a re-emitted count overwrites)
     and a JSON value with the same fields and the count."""
     return counts.select(
-        F.concat_ws("|", F.col("kind"), F.col("dimension"), F.col("value"), _iso("window_start")).alias(
+        F.concat_ws("|", F.col("kind"), F.col("dimension"), F.col("value"), iso_millis("window_start")).alias(
             "key"
         ),
-        F.to_json(
-            F.struct(
-                F.col("kind"),
-                F.col("dimension"),
-                F.col("value"),
-                _iso("window_start").alias("window_start"),
-                _iso("window_end").alias("window_end"),
-                F.col("views"),
-            )
-        ).alias("value"),
+        json_value(
+            F.col("kind"),
+            F.col("dimension"),
+            F.col("value"),
+            iso_millis("window_start").alias("window_start"),
+            iso_millis("window_end").alias("window_end"),
+            F.col("views"),
+        ),
     )
 
 
@@ -165,22 +152,14 @@ def late_views(view_records: DataFrame, window_duration: str, watermark_ms: int)
 def late_views_as_records(late: DataFrame, watermark_ms: int, source_query: str) -> DataFrame:
     """Late views as Kafka rows: the raw value, keyed `<topic>/<partition>/<offset>` (a re-run batch
     overwrites rather than duplicates), with the watermark and origin in headers."""
-
-    def header(key: str, column: Column) -> Column:
-        return F.struct(F.lit(key).alias("key"), column.cast("string").cast("binary").alias("value"))
-
-    watermark = F.date_format(F.timestamp_millis(F.lit(watermark_ms)), _ISO_MILLIS)
     return late.select(
-        F.format_string("%s/%d/%d", "topic", "partition", "offset").alias("key"),
+        record_position().alias("key"),
         F.col("value"),
         F.array(
-            header("late.watermark", watermark),
-            header("late.window_end", _iso("window_end")),
-            header("late.event_time", _iso("event_time")),
-            header("late.query", F.lit(source_query)),
-            header("source.topic", F.col("topic")),
-            header("source.partition", F.col("partition")),
-            header("source.offset", F.col("offset")),
-            header("source.key", F.col("key")),
+            kafka_header("late.watermark", iso_millis(F.timestamp_millis(F.lit(watermark_ms)))),
+            kafka_header("late.window_end", iso_millis("window_end")),
+            kafka_header("late.event_time", iso_millis("event_time")),
+            kafka_header("late.query", F.lit(source_query)),
+            *source_headers(),
         ).alias("headers"),
     )

@@ -1,8 +1,9 @@
 """Typed job configuration, parsed from the command line the same way locally and in the cluster.
 
 Only the master URL, addresses and paths differ between `streamstack local up` and a SparkApplication:
-both pass these flags to the same entry point. Flags every job shares live here; each job adds its own
-topic flags and settings with `add_topic_argument` and plain argparse, then builds its own frozen config.
+both pass these flags to the same entry point. Flags every job shares live here: a job starts from
+`streaming_job_parser`, adds its own topic flags and settings with `add_topic_argument` and plain
+argparse, then builds its own frozen config with `parse_job_config`.
 """
 
 from __future__ import annotations
@@ -10,11 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 _DURATION = re.compile(r"^\d+ (millisecond|second|minute|hour|day)s?$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _STARTING_OFFSETS = ("earliest", "latest")
+
+JobConfigT = TypeVar("JobConfigT")
 
 
 class ConfigError(ValueError):
@@ -142,6 +147,27 @@ def require_starting_offsets(value: str) -> str:
 
 def add_topic_argument(parser: argparse.ArgumentParser, flag: str, default: str, description: str) -> None:
     parser.add_argument(flag, default=default, help=f"{description} (default {default})")
+
+
+def streaming_job_parser(program: str, description: str, *, query_name: str) -> argparse.ArgumentParser:
+    """A job's command line with the flags every job shares (`add_streaming_job_arguments`)."""
+    parser = argparse.ArgumentParser(prog=program, description=description)
+    add_streaming_job_arguments(parser, query_name=query_name)
+    return parser
+
+
+def parse_job_config(
+    parser: argparse.ArgumentParser,
+    argv: list[str] | None,
+    build: Callable[[argparse.Namespace, StreamingJobConfig], JobConfigT],
+) -> JobConfigT:
+    """Parse the command line and `build(args, shared config)` the job's config; a ConfigError, from the
+    shared flags or the job's own, exits like any usage error (status 2, the message naming the flag)."""
+    args = parser.parse_args(argv)
+    try:
+        return build(args, streaming_job_config(args))
+    except ConfigError as error:
+        parser.error(str(error))
 
 
 def add_streaming_job_arguments(parser: argparse.ArgumentParser, *, query_name: str) -> None:

@@ -12,12 +12,12 @@ All checks are Spark SQL expressions (variant parsing, `schema_of_variant`), no 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import Literal
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import (
@@ -32,10 +32,13 @@ from pyspark.sql.types import (
 )
 
 from jobs.common.config import EventLimits, StreamingJobConfig
-from jobs.common.kafka_io import write_kafka_stream
+from jobs.common.encoding import kafka_header, record_position, source_headers
+from jobs.common.kafka_io import read_kafka_stream, write_kafka_stream
 from jobs.common.progress import OBSERVED_DEAD_LETTERS
 
 FieldKind = Literal["string", "long", "double", "boolean", "timestamp"]
+# Kafka records -> the same records, each with a typed `event` or a dead-letter reason.
+Decoder = Callable[[DataFrame, EventLimits], DataFrame]
 
 DECODE_REASONS = (
     "oversized",
@@ -248,22 +251,14 @@ def valid_events(decoded: DataFrame, *, with_record_key: bool = False) -> DataFr
 def dead_letter_records(decoded: DataFrame, source_query: str) -> DataFrame:
     """Dead letters as Kafka rows: the raw value, keyed by origin, the reason and origin in headers."""
     bad = decoded.where(F.col("dead_letter_reason").isNotNull())
-
-    def header(key: str, column: Column) -> Column:
-        return F.struct(F.lit(key).alias("key"), column.cast("string").cast("binary").alias("value"))
-
     return bad.select(
-        F.format_string("%s/%d/%d", "topic", "partition", "offset").alias("key"),
+        record_position().alias("key"),
         F.col("value"),
         F.array(
-            header("dead_letter.reason", F.col("dead_letter_reason")),
-            header("dead_letter.detail", F.col("dead_letter_detail")),
-            header("dead_letter.query", F.lit(source_query)),
-            header("source.topic", F.col("topic")),
-            header("source.partition", F.col("partition")),
-            header("source.offset", F.col("offset")),
-            header("source.timestamp", F.date_format("timestamp", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")),
-            header("source.key", F.col("key")),
+            kafka_header("dead_letter.reason", F.col("dead_letter_reason")),
+            kafka_header("dead_letter.detail", F.col("dead_letter_detail")),
+            kafka_header("dead_letter.query", F.lit(source_query)),
+            *source_headers(timestamp=True),
         ).alias("headers"),
         F.col("dead_letter_reason"),
     )
@@ -294,4 +289,24 @@ def start_dead_letter_query(
     counted = count_dead_letters(records).drop("dead_letter_reason")
     return write_kafka_stream(
         counted, config, query_name=name, topic=config.dead_letter_topic, output_mode="append"
+    )
+
+
+def read_decoded_stream(
+    spark: SparkSession, config: StreamingJobConfig, topic: str, decode: Decoder
+) -> DataFrame:
+    """A topic read as a stream of its own and decoded: each record with a typed event or a dead-letter
+    reason."""
+    return decode(read_kafka_stream(spark, config, [topic]), config.event_limits)
+
+
+def start_topics_dead_letter_query(
+    spark: SparkSession, config: StreamingJobConfig, decoders: Mapping[str, Decoder]
+) -> StreamingQuery:
+    """The dead-letter query of a job whose main query does not decode its topics as streams (it reads
+    them in foreachBatch): each topic is read as its own source and decoded by its decoder. Two filtered
+    branches of one source would each scan it, and Spark would count every record twice as input."""
+    return start_dead_letter_query(
+        config,
+        [read_decoded_stream(spark, config, topic, decode) for topic, decode in decoders.items()],
     )

@@ -1,14 +1,16 @@
 """Reading and writing Kafka topics as streams; the only place jobs touch Kafka options.
 
-Every writer goes through `write_kafka_stream`, which names the query, checkpoints it under the job's
-checkpoint root and applies the job's trigger: restarting a job resumes each query from its checkpoint.
+Every query starts through `write_kafka_stream` or `start_foreach_batch_query`, which name the query,
+checkpoint it under the job's checkpoint root and apply the job's trigger: restarting a job resumes each
+query from its checkpoint. Inside foreachBatch, `read_topic_until` and `write_kafka_batch` read and write
+topics as batch tables.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from kafka import KafkaConsumer
 from kafka.errors import KafkaError
@@ -60,14 +62,17 @@ def write_kafka_stream(
     records: DataFrame,
     config: StreamingJobConfig,
     *,
-    query_name: str,
+    query_name: str | None = None,
     topic: str | None,
     output_mode: str,
 ) -> StreamingQuery:
     """Start a query writing `key`/`value` (and optional `headers`) rows to a topic, checkpointed.
 
-    With `topic=None` each row names its own topic in a `topic` column.
+    The query is the job's main query (`config.query_name`) unless `query_name` names another. With
+    `topic=None` each row names its own topic in a `topic` column.
     """
+    if query_name is None:
+        query_name = config.query_name
     writer = (
         records.writeStream.format("kafka")
         .queryName(query_name)
@@ -79,6 +84,33 @@ def write_kafka_stream(
     if topic is not None:
         writer = writer.option("topic", topic)
     return writer.start()
+
+
+def write_kafka_batch(records: DataFrame, config: StreamingJobConfig, topic: str) -> None:
+    """Write a batch DataFrame of `key`/`value` (and optional `headers`) rows to a topic (in foreachBatch)."""
+    (
+        records.write.format("kafka")
+        .option("kafka.bootstrap.servers", config.bootstrap_servers)
+        .option("topic", topic)
+        .save()
+    )
+
+
+def start_foreach_batch_query(
+    records: DataFrame,
+    config: StreamingJobConfig,
+    *,
+    query_name: str,
+    process: Callable[[DataFrame, int], None],
+) -> StreamingQuery:
+    """Start a query running `process(batch, batch_id)` on each batch of `records`, checkpointed."""
+    return (
+        records.writeStream.queryName(query_name)
+        .option("checkpointLocation", config.checkpoint_for(query_name))
+        .trigger(processingTime=config.trigger_interval)
+        .foreachBatch(process)
+        .start()
+    )
 
 
 def require_existing_topics(

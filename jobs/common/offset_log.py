@@ -9,8 +9,14 @@ every run. It is read through Spark so that any checkpoint file system works.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from jobs.common.config import StreamingJobConfig
+from jobs.common.kafka_io import read_kafka_stream, start_foreach_batch_query
 
 
 def _offset_log_lines(spark: SparkSession, checkpoint: str, batch_id: int) -> list[str]:
@@ -34,3 +40,41 @@ def batch_watermark_ms(spark: SparkSession, checkpoint: str, batch_id: int) -> i
         if line.startswith("{") and "batchWatermarkMs" in line:
             return int(json.loads(line)["batchWatermarkMs"])
     raise ValueError(f"no batchWatermarkMs in {checkpoint}/offsets/{batch_id}")
+
+
+@dataclass(frozen=True)
+class BatchOffsets:
+    """The Kafka end offsets (exclusive) a batch was planned with, as its offset log records them."""
+
+    batch_id: int
+    checkpoint: str
+    by_topic: dict[str, dict[str, int]]
+
+    def of(self, topic: str) -> dict[str, int]:
+        """{partition: end offset} of one of the query's topics; fails when the log has none for it."""
+        if topic not in self.by_topic:
+            raise RuntimeError(f"batch {self.batch_id} has no offsets for {topic} in {self.checkpoint}")
+        return self.by_topic[topic]
+
+
+def start_end_offsets_query(
+    spark: SparkSession,
+    config: StreamingJobConfig,
+    topics: Sequence[str],
+    process: Callable[[DataFrame, BatchOffsets], None],
+) -> StreamingQuery:
+    """The job's main query (`config.query_name`): reads `topics` as one stream and calls
+    `process(batch, offsets)` on each batch with the end offsets the batch was planned with, so that it can
+    read other topics, or the same ones as tables, exactly as far as the batch reaches."""
+    checkpoint = config.checkpoint_for(config.query_name)
+
+    def process_batch(batch: DataFrame, batch_id: int) -> None:
+        end_offsets = batch_end_offsets(batch.sparkSession, checkpoint, batch_id)
+        process(batch, BatchOffsets(batch_id, checkpoint, end_offsets))
+
+    return start_foreach_batch_query(
+        read_kafka_stream(spark, config, topics),
+        config,
+        query_name=config.query_name,
+        process=process_batch,
+    )

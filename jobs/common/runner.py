@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -14,23 +15,35 @@ from jobs.common.progress import serve_progress_metrics
 from jobs.common.session import build_session
 
 
+class JobConfig(Protocol):
+    """A job's own config: the settings every job shares and the topics the job reads and writes."""
+
+    @property
+    def streaming(self) -> StreamingJobConfig: ...
+
+    def topics_by_flag(self) -> dict[str, str]: ...
+
+
+JobConfigT = TypeVar("JobConfigT", bound=JobConfig)
+
+
 def run_streaming_job(
     program: str,
-    config: StreamingJobConfig,
-    topics_by_flag: Mapping[str, str],
-    start_queries: Callable[[SparkSession], list[StreamingQuery]],
+    config: JobConfigT,
+    start_queries: Callable[[SparkSession, JobConfigT], list[StreamingQuery]],
 ) -> int:
     """Run until a query stops; a query failing raises, so the driver exits non-zero and is restarted.
 
     A missing topic is a configuration error reported before Spark starts (exit code 2, naming the flag).
     """
+    streaming = config.streaming
     try:
-        require_existing_topics(config, topics_by_flag)
+        require_existing_topics(streaming, config.topics_by_flag())
     except ConfigError as error:
         print(f"{program}: error: {error}", file=sys.stderr)
         return 2
-    spark = build_session(config)
-    serve_progress_metrics(spark, config)
-    start_queries(spark)
+    spark = build_session(streaming)
+    serve_progress_metrics(spark, streaming)
+    start_queries(spark, config)
     spark.streams.awaitAnyTermination()
     return 0

@@ -21,58 +21,40 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import itertools
 import json
 import random
-import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from types import FrameType
 
-from kafka import KafkaProducer
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+from jobs.producers.common import SendLoop, iso_millis, positive_float, positive_int, producer_parser
 
 
 @dataclass(frozen=True)
-class AdImpression:
+class _AdEvent:
+    def to_json(self) -> bytes:
+        """The fields, in their declared order, as JSON; times as ISO-8601 text."""
+        fields = {name: iso_millis(v) if isinstance(v, datetime) else v for name, v in asdict(self).items()}
+        return json.dumps(fields).encode()
+
+
+@dataclass(frozen=True)
+class AdImpression(_AdEvent):
     impression_id: str
     ad_id: str
     user_id: str
     event_time: datetime
 
-    def to_json(self) -> bytes:
-        return json.dumps(
-            {
-                "impression_id": self.impression_id,
-                "ad_id": self.ad_id,
-                "user_id": self.user_id,
-                "event_time": _iso(self.event_time),
-            }
-        ).encode()
-
 
 @dataclass(frozen=True)
-class AdClick:
+class AdClick(_AdEvent):
     click_id: str
     impression_id: str
     ad_id: str
     user_id: str
     event_time: datetime
-
-    def to_json(self) -> bytes:
-        return json.dumps(
-            {
-                "click_id": self.click_id,
-                "impression_id": self.impression_id,
-                "ad_id": self.ad_id,
-                "user_id": self.user_id,
-                "event_time": _iso(self.event_time),
-            }
-        ).encode()
 
 
 class AdEventGenerator:
@@ -124,24 +106,10 @@ class AdEventGenerator:
         return impression, click
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
-
-
 def _non_negative_float(text: str) -> float:
     value = float(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
     return value
 
 
@@ -153,20 +121,18 @@ def _probability(text: str) -> float:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="ads-producer", description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap-servers", required=True)
-    parser.add_argument("--topic", required=True, help="where impressions go")
+    parser = producer_parser("ads-producer", __doc__.splitlines()[0], topic_help="where impressions go")
     parser.add_argument("--clicks-topic", default="ad-clicks", help="where clicks go (default ad-clicks)")
-    parser.add_argument("--rate", type=_positive_float, default=50.0, help="impressions per second")
-    parser.add_argument("--ads", type=_positive_int, default=20)
-    parser.add_argument("--users", type=_positive_int, default=1000)
+    parser.add_argument("--rate", type=positive_float, default=50.0, help="impressions per second")
+    parser.add_argument("--ads", type=positive_int, default=20)
+    parser.add_argument("--users", type=positive_int, default=1000)
     parser.add_argument("--click-probability", type=_probability, default=0.2)
     parser.add_argument("--min-click-delay-seconds", type=_non_negative_float, default=0.5)
     parser.add_argument("--max-click-delay-seconds", type=_non_negative_float, default=40.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--run-id", default=None, help="part of every id (default: start time in ms)")
     parser.add_argument(
-        "--max-events", type=_positive_int, default=None, help="stop after this many impressions"
+        "--max-events", type=positive_int, default=None, help="stop after this many impressions"
     )
     args = parser.parse_args(argv)
     if args.max_click_delay_seconds < args.min_click_delay_seconds:
@@ -178,14 +144,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stopping = False
-
-    def stop(_signum: int, _frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     generator = AdEventGenerator(
         ads=args.ads,
         users=args.users,
@@ -195,41 +153,31 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         run_id=args.run_id if args.run_id is not None else str(int(time.time() * 1000)),
     )
-    producer = KafkaProducer(bootstrap_servers=args.bootstrap_servers, acks="all", linger_ms=20)
-    interval = 1.0 / args.rate
-    next_send = time.monotonic()
     # Clicks waiting for their event time to come, by wall-clock due time (the sequence breaks ties).
     pending: list[tuple[float, int, AdClick]] = []
-    impressions = clicks = 0
+    sequence = itertools.count()
+    clicks = 0
+    with SendLoop(args.bootstrap_servers, args.rate) as loop:
 
-    def send_due_clicks(now: float) -> None:
-        nonlocal clicks
-        while pending and pending[0][0] <= now:
-            _, _, click = heapq.heappop(pending)
-            producer.send(args.clicks_topic, key=click.impression_id.encode(), value=click.to_json())
-            clicks += 1
+        def send_due_clicks(now: float) -> None:
+            nonlocal clicks
+            while pending and pending[0][0] <= now:
+                _, _, click = heapq.heappop(pending)
+                loop.producer.send(args.clicks_topic, key=click.impression_id.encode(), value=click.to_json())
+                clicks += 1
 
-    try:
-        while not stopping and (args.max_events is None or impressions < args.max_events):
+        def send_impression() -> None:
             now = time.time()
             send_due_clicks(now)
             impression, click = generator.next_impression(now)
-            producer.send(args.topic, key=impression.impression_id.encode(), value=impression.to_json())
-            impressions += 1
+            loop.producer.send(args.topic, key=impression.impression_id.encode(), value=impression.to_json())
             if click is not None:
-                heapq.heappush(pending, (click.event_time.timestamp(), impressions, click))
-            next_send += interval
-            delay = next_send - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            elif delay < -1.0:
-                next_send = time.monotonic()  # fell behind by over a second: keep the rate, not a burst
-        while pending and not stopping:
+                heapq.heappush(pending, (click.event_time.timestamp(), next(sequence), click))
+
+        impressions = loop.run(send_impression, limit=args.max_events)
+        while pending and not loop.stopping:
             time.sleep(max(0.0, min(pending[0][0] - time.time(), 0.2)))
             send_due_clicks(time.time())
-    finally:
-        producer.flush(timeout=10)
-        producer.close(timeout=10)
     print(
         f"sent {impressions} impressions to {args.topic} and {clicks} clicks to {args.clicks_topic}"
         + (f"; dropped {len(pending)} clicks not yet due" if pending else ""),

@@ -19,15 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import signal
 import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import FrameType
 from typing import Literal
 
-from kafka import KafkaProducer
+from jobs.producers.common import SendLoop, iso_millis, positive_float, positive_int, producer_parser
 
 TableName = Literal["users", "orders"]
 
@@ -52,7 +50,7 @@ class Change:
 
 
 def _iso(moment: float) -> str:
-    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return iso_millis(datetime.fromtimestamp(moment, UTC))
 
 
 class ChangelogGenerator:
@@ -156,29 +154,15 @@ class ChangelogGenerator:
         return Change("orders", order_id, None)
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="changelog-producer", description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap-servers", required=True)
-    parser.add_argument("--topic", required=True, help="the users changelog topic")
+    parser = producer_parser(
+        "changelog-producer", __doc__.splitlines()[0], topic_help="the users changelog topic"
+    )
     parser.add_argument(
         "--orders-topic", default="orders", help="the orders changelog topic (default orders)"
     )
-    parser.add_argument("--rate", type=_positive_float, default=20.0, help="changes per second, both tables")
-    parser.add_argument("--users", type=_positive_int, default=1000, help="user ids user-0 .. user-<n-1>")
+    parser.add_argument("--rate", type=positive_float, default=20.0, help="changes per second, both tables")
+    parser.add_argument("--users", type=positive_int, default=1000, help="user ids user-0 .. user-<n-1>")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--max-events", type=int, default=None, help="stop after this many changes")
     args = parser.parse_args(argv)
@@ -189,36 +173,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stopping = False
-
-    def stop(_signum: int, _frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     generator = ChangelogGenerator(args.users, args.seed)
     topics: dict[TableName, str] = {"users": args.topic, "orders": args.orders_topic}
-    producer = KafkaProducer(bootstrap_servers=args.bootstrap_servers, acks="all", linger_ms=20)
-    interval = 1.0 / args.rate
-    next_send = time.monotonic()
     sent = {"users": 0, "orders": 0, "deletes": 0}
-    try:
-        while not stopping and (args.max_events is None or sent["users"] + sent["orders"] < args.max_events):
+    with SendLoop(args.bootstrap_servers, args.rate) as loop:
+
+        def send_change() -> None:
             change = generator.next_change(time.time())
             key, value = change.encoded()
-            producer.send(topics[change.table], key=key, value=value)
+            loop.producer.send(topics[change.table], key=key, value=value)
             sent[change.table] += 1
             sent["deletes"] += value is None
-            next_send += interval
-            delay = next_send - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            elif delay < -1.0:
-                next_send = time.monotonic()  # fell behind by over a second: keep the rate, not a burst
-    finally:
-        producer.flush(timeout=10)
-        producer.close(timeout=10)
+
+        loop.run(send_change, limit=args.max_events)
     print(
         f"sent {sent['users']} user changes to {args.topic} and {sent['orders']} order changes to "
         f"{args.orders_topic} ({sent['deletes']} deletes)",

@@ -12,14 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import signal
 import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import FrameType
 
-from kafka import KafkaProducer
+from jobs.producers.common import SendLoop, iso_millis, positive_float, positive_int, producer_parser
 
 
 @dataclass(frozen=True)
@@ -29,8 +27,9 @@ class PageView:
     event_time: datetime
 
     def to_json(self) -> bytes:
-        stamp = self.event_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-        return json.dumps({"user_id": self.user_id, "url": self.url, "event_time": stamp}).encode()
+        return json.dumps(
+            {"user_id": self.user_id, "url": self.url, "event_time": iso_millis(self.event_time)}
+        ).encode()
 
 
 class PageViewGenerator:
@@ -51,27 +50,11 @@ class PageViewGenerator:
         )
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="clickstream-producer", description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap-servers", required=True)
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--rate", type=_positive_float, default=100.0, help="events per second")
-    parser.add_argument("--users", type=_positive_int, default=1000)
-    parser.add_argument("--urls", type=_positive_int, default=50)
+    parser = producer_parser("clickstream-producer", __doc__.splitlines()[0], topic_help=None)
+    parser.add_argument("--rate", type=positive_float, default=100.0, help="events per second")
+    parser.add_argument("--users", type=positive_int, default=1000)
+    parser.add_argument("--urls", type=positive_int, default=50)
     parser.add_argument("--max-disorder-seconds", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--max-events", type=int, default=None, help="stop after this many events")
@@ -80,33 +63,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stopping = False
-
-    def stop(_signum: int, _frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     generator = PageViewGenerator(args.users, args.urls, args.max_disorder_seconds, args.seed)
-    producer = KafkaProducer(bootstrap_servers=args.bootstrap_servers, acks="all", linger_ms=20)
-    interval = 1.0 / args.rate
-    next_send = time.monotonic()
-    sent = 0
-    try:
-        while not stopping and (args.max_events is None or sent < args.max_events):
+    with SendLoop(args.bootstrap_servers, args.rate) as loop:
+
+        def send_view() -> None:
             view = generator.next_view(time.time())
-            producer.send(args.topic, key=view.user_id.encode(), value=view.to_json())
-            sent += 1
-            next_send += interval
-            delay = next_send - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            elif delay < -1.0:
-                next_send = time.monotonic()  # fell behind by over a second: keep the rate, not a burst
-    finally:
-        producer.flush(timeout=10)
-        producer.close(timeout=10)
+            loop.producer.send(args.topic, key=view.user_id.encode(), value=view.to_json())
+
+        sent = loop.run(send_view, limit=args.max_events)
     print(f"sent {sent} page views to {args.topic}", flush=True)
     return 0
 

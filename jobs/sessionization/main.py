@@ -32,7 +32,6 @@ The output and dead-letter topics must exist. In the cluster the same flags go i
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 
@@ -40,18 +39,18 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from jobs.common.config import (
-    ConfigError,
     StreamingJobConfig,
-    add_streaming_job_arguments,
     add_topic_argument,
+    parse_job_config,
     require_duration,
     require_topic,
-    streaming_job_config,
+    streaming_job_parser,
 )
-from jobs.common.events import start_dead_letter_query
-from jobs.common.kafka_io import read_kafka_stream, write_kafka_stream
+from jobs.common.events import read_decoded_stream, start_dead_letter_query
+from jobs.common.kafka_io import write_kafka_stream
 from jobs.common.runner import run_streaming_job
-from jobs.sessionization.transforms import clicks, decode_clicks, sessionize, sessions_as_records
+from jobs.common.schemas import decode_page_views
+from jobs.sessionization.transforms import clicks, sessionize, sessions_as_records
 
 QUERY_NAME = "sessionization"
 
@@ -65,41 +64,43 @@ class SessionJobConfig:
     watermark_delay: str = "10 seconds"
 
     def __post_init__(self) -> None:
-        require_topic("--input-topic", self.input_topic)
-        require_topic("--output-topic", self.output_topic)
+        for flag, topic in self.topics_by_flag().items():
+            require_topic(flag, topic)
         require_duration("--session-gap", self.session_gap)
         require_duration("--watermark-delay", self.watermark_delay)
 
+    def topics_by_flag(self) -> dict[str, str]:
+        """The topics the job reads and writes (besides dead letters), by flag."""
+        return {"--input-topic": self.input_topic, "--output-topic": self.output_topic}
+
 
 def parse_args(argv: list[str] | None) -> SessionJobConfig:
-    parser = argparse.ArgumentParser(prog="sessionization", description=__doc__.splitlines()[0])
-    add_streaming_job_arguments(parser, query_name=QUERY_NAME)
+    parser = streaming_job_parser("sessionization", __doc__.splitlines()[0], query_name=QUERY_NAME)
     add_topic_argument(parser, "--input-topic", "page-views", "page views to group into sessions")
     add_topic_argument(parser, "--output-topic", "user-sessions", "compacted topic of completed sessions")
     parser.add_argument("--session-gap", default="30 seconds", help="inactivity that ends a session")
     parser.add_argument("--watermark-delay", default="10 seconds", help="how late a view may be")
-    args = parser.parse_args(argv)
-    try:
-        return SessionJobConfig(
-            streaming=streaming_job_config(args),
+    return parse_job_config(
+        parser,
+        argv,
+        lambda args, streaming: SessionJobConfig(
+            streaming=streaming,
             input_topic=args.input_topic,
             output_topic=args.output_topic,
             session_gap=args.session_gap.strip(),
             watermark_delay=args.watermark_delay.strip(),
-        )
-    except ConfigError as error:
-        parser.error(str(error))
+        ),
+    )
 
 
 def start_queries(spark: SparkSession, config: SessionJobConfig) -> list[StreamingQuery]:
     """Start every query of the job; tests call this with their own topics and checkpoint root."""
     streaming = config.streaming
-    decoded = decode_clicks(read_kafka_stream(spark, streaming, [config.input_topic]), streaming.event_limits)
+    decoded = read_decoded_stream(spark, streaming, config.input_topic, decode_page_views)
     sessions = sessionize(clicks(decoded), config.session_gap, config.watermark_delay)
     sessions_query = write_kafka_stream(
         sessions_as_records(sessions),
         streaming,
-        query_name=streaming.query_name,
         topic=config.output_topic,
         output_mode="append",
     )
@@ -107,11 +108,7 @@ def start_queries(spark: SparkSession, config: SessionJobConfig) -> list[Streami
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = parse_args(argv)
-    topics = {"--input-topic": config.input_topic, "--output-topic": config.output_topic}
-    return run_streaming_job(
-        "sessionization", config.streaming, topics, lambda spark: start_queries(spark, config)
-    )
+    return run_streaming_job("sessionization", parse_args(argv), start_queries)
 
 
 if __name__ == "__main__":

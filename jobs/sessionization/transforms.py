@@ -1,21 +1,13 @@
-"""Pure DataFrame -> DataFrame steps of the sessionization job: decode clicks, group them into sessions,
-encode the sessions."""
+"""Pure DataFrame -> DataFrame steps of the sessionization job: group clicks (page views, decoded by
+`jobs.common.schemas.decode_page_views`) into sessions, encode the sessions."""
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.common.config import EventLimits
-from jobs.common.events import decode_events, valid_events
-from jobs.common.schemas import PAGE_VIEW
-
-_ISO_MILLIS = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
-
-
-def decode_clicks(kafka_records: DataFrame, limits: EventLimits) -> DataFrame:
-    """Kafka records with a typed click or a dead-letter reason each (see jobs.common.events)."""
-    return decode_events(kafka_records, PAGE_VIEW, limits)
+from jobs.common.encoding import iso_millis, json_value
+from jobs.common.events import valid_events
 
 
 def clicks(decoded: DataFrame) -> DataFrame:
@@ -52,22 +44,16 @@ def sessionize(clicks: DataFrame, session_gap: str, watermark_delay: str) -> Dat
     )
 
 
-def _iso(column: str) -> Column:
-    return F.date_format(F.col(column), _ISO_MILLIS)
-
-
 def sessions_as_records(sessions: DataFrame) -> DataFrame:
     """Kafka key `<user_id>|<session start>` (deterministic: a re-run batch overwrites) and a JSON value."""
     return sessions.select(
-        F.concat_ws("|", F.col("user_id"), _iso("session_start")).alias("key"),
-        F.to_json(
-            F.struct(
-                F.col("user_id"),
-                _iso("session_start").alias("session_start"),
-                _iso("session_end").alias("session_end"),
-                F.col("duration_seconds"),
-                F.col("page_count"),
-                F.col("distinct_urls"),
-            )
-        ).alias("value"),
+        F.concat_ws("|", F.col("user_id"), iso_millis("session_start")).alias("key"),
+        json_value(
+            F.col("user_id"),
+            iso_millis("session_start").alias("session_start"),
+            iso_millis("session_end").alias("session_end"),
+            F.col("duration_seconds"),
+            F.col("page_count"),
+            F.col("distinct_urls"),
+        ),
     )

@@ -48,7 +48,6 @@ flags go in the SparkApplication's `arguments`, without --master and --extra-jar
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 
@@ -59,19 +58,18 @@ from pyspark.sql.streaming.query import StreamingQuery
 from jobs.common.config import (
     ConfigError,
     StreamingJobConfig,
-    add_streaming_job_arguments,
     add_topic_argument,
+    parse_job_config,
     require_topic,
-    streaming_job_config,
+    streaming_job_parser,
 )
-from jobs.common.events import start_dead_letter_query
-from jobs.common.kafka_io import read_kafka_stream, read_topic_until
-from jobs.common.offset_log import batch_end_offsets
+from jobs.common.events import start_topics_dead_letter_query
+from jobs.common.kafka_io import read_topic_until, write_kafka_batch
+from jobs.common.offset_log import BatchOffsets, start_end_offsets_query
 from jobs.common.runner import run_streaming_job
+from jobs.common.schemas import decode_page_views, decode_profiles
 from jobs.user_enrichment.transforms import (
     current_profiles,
-    decode_page_views,
-    decode_profiles,
     enrich_views,
     enriched_views_as_records,
     page_views_with_source,
@@ -88,92 +86,70 @@ class EnrichmentJobConfig:
     output_topic: str = "page-views-enriched"
 
     def __post_init__(self) -> None:
-        require_topic("--views-topic", self.views_topic)
-        require_topic("--users-topic", self.users_topic)
-        require_topic("--output-topic", self.output_topic)
+        for flag, topic in self.topics_by_flag().items():
+            require_topic(flag, topic)
         if self.views_topic == self.users_topic:
             raise ConfigError(f"--users-topic {self.users_topic!r}: must differ from --views-topic")
 
+    def topics_by_flag(self) -> dict[str, str]:
+        """The topics the job reads and writes (besides dead letters), by flag."""
+        return {
+            "--views-topic": self.views_topic,
+            "--users-topic": self.users_topic,
+            "--output-topic": self.output_topic,
+        }
+
 
 def parse_args(argv: list[str] | None) -> EnrichmentJobConfig:
-    parser = argparse.ArgumentParser(prog="user-enrichment", description=__doc__.splitlines()[0])
-    add_streaming_job_arguments(parser, query_name=QUERY_NAME)
+    parser = streaming_job_parser("user-enrichment", __doc__.splitlines()[0], query_name=QUERY_NAME)
     add_topic_argument(parser, "--views-topic", "page-views", "page views to enrich")
     add_topic_argument(parser, "--users-topic", "users", "compacted changelog of user profiles")
     add_topic_argument(parser, "--output-topic", "page-views-enriched", "enriched page views")
-    args = parser.parse_args(argv)
-    try:
-        return EnrichmentJobConfig(
-            streaming=streaming_job_config(args),
+    return parse_job_config(
+        parser,
+        argv,
+        lambda args, streaming: EnrichmentJobConfig(
+            streaming=streaming,
             views_topic=args.views_topic,
             users_topic=args.users_topic,
             output_topic=args.output_topic,
-        )
-    except ConfigError as error:
-        parser.error(str(error))
+        ),
+    )
 
 
-def start_enrichment_query(records: DataFrame, config: EnrichmentJobConfig) -> StreamingQuery:
+def start_enrichment_query(spark: SparkSession, config: EnrichmentJobConfig) -> StreamingQuery:
     """`<name>`: each batch's views joined with the users table as of the batch's end offsets."""
     streaming = config.streaming
-    checkpoint = streaming.checkpoint_for(streaming.query_name)
 
-    def enrich_batch(batch: DataFrame, batch_id: int) -> None:
-        spark = batch.sparkSession
-        end_offsets = batch_end_offsets(spark, checkpoint, batch_id)
-        if config.users_topic not in end_offsets:
-            raise RuntimeError(f"batch {batch_id} has no offsets for {config.users_topic} in {checkpoint}")
-        users = read_topic_until(spark, streaming, config.users_topic, end_offsets[config.users_topic])
+    def enrich_batch(batch: DataFrame, offsets: BatchOffsets) -> None:
+        users = read_topic_until(
+            batch.sparkSession, streaming, config.users_topic, offsets.of(config.users_topic)
+        )
         profiles = current_profiles(decode_profiles(users, streaming.event_limits))
         views = page_views_with_source(
             decode_page_views(batch.where(F.col("topic") == config.views_topic), streaming.event_limits)
         )
-        (
-            enriched_views_as_records(enrich_views(views, profiles))
-            .write.format("kafka")
-            .option("kafka.bootstrap.servers", streaming.bootstrap_servers)
-            .option("topic", config.output_topic)
-            .save()
+        write_kafka_batch(
+            enriched_views_as_records(enrich_views(views, profiles)), streaming, config.output_topic
         )
 
-    return (
-        records.writeStream.queryName(streaming.query_name)
-        .option("checkpointLocation", checkpoint)
-        .trigger(processingTime=streaming.trigger_interval)
-        .foreachBatch(enrich_batch)
-        .start()
-    )
+    return start_end_offsets_query(spark, streaming, [config.views_topic, config.users_topic], enrich_batch)
 
 
 def start_queries(spark: SparkSession, config: EnrichmentJobConfig) -> list[StreamingQuery]:
     """Start every query of the job; tests call this with their own topics and checkpoint root."""
-    streaming = config.streaming
-    # The dead-letter query reads each topic as its own source: two filtered branches of one source would
-    # each scan it, and Spark would count every record twice as input.
-    decoded_views = decode_page_views(
-        read_kafka_stream(spark, streaming, [config.views_topic]), streaming.event_limits
-    )
-    decoded_profiles = decode_profiles(
-        read_kafka_stream(spark, streaming, [config.users_topic]), streaming.event_limits
-    )
     return [
-        start_enrichment_query(
-            read_kafka_stream(spark, streaming, [config.views_topic, config.users_topic]), config
+        start_enrichment_query(spark, config),
+        start_topics_dead_letter_query(
+            spark,
+            config.streaming,
+            {config.views_topic: decode_page_views, config.users_topic: decode_profiles},
         ),
-        start_dead_letter_query(streaming, [decoded_views, decoded_profiles]),
     ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = parse_args(argv)
-    topics = {
-        "--views-topic": config.views_topic,
-        "--users-topic": config.users_topic,
-        "--output-topic": config.output_topic,
-    }
-    return run_streaming_job(
-        "user-enrichment", config.streaming, topics, lambda spark: start_queries(spark, config)
-    )
+    return run_streaming_job("user-enrichment", parse_args(argv), start_queries)
 
 
 if __name__ == "__main__":

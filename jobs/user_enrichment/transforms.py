@@ -2,35 +2,20 @@
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.common.changelog import current_rows, decode_changelog
-from jobs.common.config import EventLimits
-from jobs.common.events import decode_events
-from jobs.common.schemas import (
-    PAGE_VIEW,
-    USER_PROFILE,
-    USER_PROFILE_KEY_FIELD,
-)
+from jobs.common.changelog import current_rows
+from jobs.common.encoding import iso_millis, json_value, record_position
 
-_ISO_MILLIS = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
-
-
-def decode_page_views(kafka_records: DataFrame, limits: EventLimits) -> DataFrame:
-    """Kafka records with a typed page view or a dead-letter reason each (see jobs.common.events)."""
-    return decode_events(kafka_records, PAGE_VIEW, limits)
-
-
-def decode_profiles(kafka_records: DataFrame, limits: EventLimits) -> DataFrame:
-    """Users changelog records with a typed profile, a tombstone (null event) or a dead-letter reason."""
-    return decode_changelog(kafka_records, USER_PROFILE, USER_PROFILE_KEY_FIELD, limits)
+# Re-exported for the tests that import it from here.
+from jobs.common.schemas import decode_profiles as decode_profiles  # noqa: PLC0414
 
 
 def page_views_with_source(decoded_views: DataFrame) -> DataFrame:
     """The valid page views with `source`, their `<topic>/<partition>/<offset>` in Kafka."""
     return decoded_views.where(F.col("dead_letter_reason").isNull()).select(
-        F.format_string("%s/%d/%d", "topic", "partition", "offset").alias("source"),
+        record_position().alias("source"),
         "event.*",
     )
 
@@ -63,25 +48,19 @@ def enrich_views(views: DataFrame, profiles: DataFrame) -> DataFrame:
     )
 
 
-def _iso(column: str) -> Column:
-    return F.date_format(F.col(column), _ISO_MILLIS)
-
-
 def enriched_views_as_records(enriched: DataFrame) -> DataFrame:
     """Kafka key: the view's source position (a re-run batch overwrites what it wrote); value: the view
     and the profile fields as JSON, unknown profile fields as explicit nulls."""
     return enriched.select(
         F.col("source").alias("key"),
-        F.to_json(
-            F.struct(
-                F.col("user_id"),
-                F.col("url"),
-                _iso("event_time").alias("event_time"),
-                F.col("name"),
-                F.col("country"),
-                F.col("tier"),
-                _iso("profile_updated_at").alias("profile_updated_at"),
-            ),
-            {"ignoreNullFields": "false"},
-        ).alias("value"),
+        json_value(
+            F.col("user_id"),
+            F.col("url"),
+            iso_millis("event_time").alias("event_time"),
+            F.col("name"),
+            F.col("country"),
+            F.col("tier"),
+            iso_millis("profile_updated_at").alias("profile_updated_at"),
+            keep_nulls=True,
+        ),
     )

@@ -55,7 +55,6 @@ flags go in the SparkApplication's `arguments`, without --master and --extra-jar
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 
@@ -66,20 +65,20 @@ from pyspark.sql.streaming.query import StreamingQuery
 from jobs.common.config import (
     ConfigError,
     StreamingJobConfig,
-    add_streaming_job_arguments,
     add_topic_argument,
+    parse_job_config,
     require_topic,
-    streaming_job_config,
+    streaming_job_parser,
 )
-from jobs.common.events import start_dead_letter_query
-from jobs.common.kafka_io import read_kafka_stream, read_topic_until
-from jobs.common.offset_log import batch_end_offsets
+from jobs.common.events import start_topics_dead_letter_query
+from jobs.common.kafka_io import read_topic_until, write_kafka_batch
+from jobs.common.offset_log import BatchOffsets, start_end_offsets_query
 from jobs.common.runner import run_streaming_job
+from jobs.common.schemas import decode_profiles
 from jobs.user_view.transforms import (
     current_orders,
     current_profiles,
     decode_orders,
-    decode_profiles,
     stored_view,
     user_view,
     user_view_as_records,
@@ -97,111 +96,85 @@ class UserViewJobConfig:
     output_topic: str = "user-view"
 
     def __post_init__(self) -> None:
-        require_topic("--users-topic", self.users_topic)
-        require_topic("--orders-topic", self.orders_topic)
-        require_topic("--output-topic", self.output_topic)
+        for flag, topic in self.topics_by_flag().items():
+            require_topic(flag, topic)
         topics = (self.users_topic, self.orders_topic, self.output_topic)
         if len(set(topics)) != len(topics):
             raise ConfigError(
                 f"--users-topic, --orders-topic and --output-topic must differ, got {', '.join(topics)}"
             )
 
+    def topics_by_flag(self) -> dict[str, str]:
+        """The topics the job reads and writes (besides dead letters), by flag."""
+        return {
+            "--users-topic": self.users_topic,
+            "--orders-topic": self.orders_topic,
+            "--output-topic": self.output_topic,
+        }
+
 
 def parse_args(argv: list[str] | None) -> UserViewJobConfig:
-    parser = argparse.ArgumentParser(prog="user-view", description=__doc__.splitlines()[0])
-    add_streaming_job_arguments(parser, query_name=QUERY_NAME)
+    parser = streaming_job_parser("user-view", __doc__.splitlines()[0], query_name=QUERY_NAME)
     add_topic_argument(parser, "--users-topic", "users", "compacted changelog of user profiles")
     add_topic_argument(parser, "--orders-topic", "orders", "compacted changelog of orders")
     add_topic_argument(parser, "--output-topic", "user-view", "compacted topic of the per-user view")
-    args = parser.parse_args(argv)
-    try:
-        return UserViewJobConfig(
-            streaming=streaming_job_config(args),
+    return parse_job_config(
+        parser,
+        argv,
+        lambda args, streaming: UserViewJobConfig(
+            streaming=streaming,
             users_topic=args.users_topic,
             orders_topic=args.orders_topic,
             output_topic=args.output_topic,
-        )
-    except ConfigError as error:
-        parser.error(str(error))
+        ),
+    )
 
 
-def require_below(batch: DataFrame, end_offsets: dict[str, dict[str, int]], batch_id: int) -> None:
+def require_below(batch: DataFrame, offsets: BatchOffsets) -> None:
     """Fail unless the batch's records lie below the end offsets read for it (guards the offset-log
     parsing). The view is computed from the topics, not from the batch: this scan of the batch is also
     what Spark counts as the query's input rows."""
+    end_offsets = offsets.by_topic
     for last in batch.groupBy("topic", "partition").agg(F.max("offset").alias("offset")).collect():
         if last["offset"] >= end_offsets.get(last["topic"], {}).get(str(last["partition"]), 0):
             raise RuntimeError(
-                f"batch {batch_id} holds {last['topic']}/{last['partition']}/{last['offset']}, beyond "
-                f"its end offsets {end_offsets}"
+                f"batch {offsets.batch_id} holds {last['topic']}/{last['partition']}/{last['offset']}, "
+                f"beyond its end offsets {end_offsets}"
             )
 
 
-def start_view_query(records: DataFrame, config: UserViewJobConfig) -> StreamingQuery:
+def start_view_query(spark: SparkSession, config: UserViewJobConfig) -> StreamingQuery:
     """`<name>`: each batch brings the view topic to the view as of the batch's end offsets."""
     streaming = config.streaming
-    checkpoint = streaming.checkpoint_for(streaming.query_name)
 
-    def update_view(batch: DataFrame, batch_id: int) -> None:
+    def update_view(batch: DataFrame, offsets: BatchOffsets) -> None:
         spark = batch.sparkSession
-        end_offsets = batch_end_offsets(spark, checkpoint, batch_id)
-        require_below(batch, end_offsets, batch_id)
-        for topic in (config.users_topic, config.orders_topic):
-            if topic not in end_offsets:
-                raise RuntimeError(f"batch {batch_id} has no offsets for {topic} in {checkpoint}")
-        users = read_topic_until(spark, streaming, config.users_topic, end_offsets[config.users_topic])
-        orders = read_topic_until(spark, streaming, config.orders_topic, end_offsets[config.orders_topic])
+        require_below(batch, offsets)
+        users_until, orders_until = offsets.of(config.users_topic), offsets.of(config.orders_topic)
+        users = read_topic_until(spark, streaming, config.users_topic, users_until)
+        orders = read_topic_until(spark, streaming, config.orders_topic, orders_until)
         view = user_view(
             current_profiles(decode_profiles(users, streaming.event_limits)),
             current_orders(decode_orders(orders, streaming.event_limits)),
         )
         stored = stored_view(read_topic_until(spark, streaming, config.output_topic, None))
-        (
-            view_changes(user_view_as_records(view), stored)
-            .write.format("kafka")
-            .option("kafka.bootstrap.servers", streaming.bootstrap_servers)
-            .option("topic", config.output_topic)
-            .save()
-        )
+        write_kafka_batch(view_changes(user_view_as_records(view), stored), streaming, config.output_topic)
 
-    return (
-        records.writeStream.queryName(streaming.query_name)
-        .option("checkpointLocation", checkpoint)
-        .trigger(processingTime=streaming.trigger_interval)
-        .foreachBatch(update_view)
-        .start()
-    )
+    return start_end_offsets_query(spark, streaming, [config.users_topic, config.orders_topic], update_view)
 
 
 def start_queries(spark: SparkSession, config: UserViewJobConfig) -> list[StreamingQuery]:
     """Start every query of the job; tests call this with their own topics and checkpoint root."""
-    streaming = config.streaming
-    # The dead-letter query reads each topic as its own source: two filtered branches of one source would
-    # each scan it, and Spark would count every record twice as input.
-    decoded_profiles = decode_profiles(
-        read_kafka_stream(spark, streaming, [config.users_topic]), streaming.event_limits
-    )
-    decoded_orders = decode_orders(
-        read_kafka_stream(spark, streaming, [config.orders_topic]), streaming.event_limits
-    )
     return [
-        start_view_query(
-            read_kafka_stream(spark, streaming, [config.users_topic, config.orders_topic]), config
+        start_view_query(spark, config),
+        start_topics_dead_letter_query(
+            spark, config.streaming, {config.users_topic: decode_profiles, config.orders_topic: decode_orders}
         ),
-        start_dead_letter_query(streaming, [decoded_profiles, decoded_orders]),
     ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = parse_args(argv)
-    topics = {
-        "--users-topic": config.users_topic,
-        "--orders-topic": config.orders_topic,
-        "--output-topic": config.output_topic,
-    }
-    return run_streaming_job(
-        "user-view", config.streaming, topics, lambda spark: start_queries(spark, config)
-    )
+    return run_streaming_job("user-view", parse_args(argv), start_queries)
 
 
 if __name__ == "__main__":

@@ -8,24 +8,13 @@ from pyspark.sql import functions as F
 
 from jobs.common.changelog import current_rows, decode_changelog
 from jobs.common.config import EventLimits
-from jobs.common.schemas import (
-    ORDER,
-    ORDER_KEY_FIELD,
-    USER_PROFILE,
-    USER_PROFILE_KEY_FIELD,
-)
+from jobs.common.encoding import iso_millis, json_value
+from jobs.common.schemas import ORDER, ORDER_KEY_FIELD
 
 # Money is summed as decimal, so a total does not depend on the order rows are added in (a re-run batch
 # writes the same value) and 0.10 + 0.20 is 0.30. Amounts are rounded half up to cents.
 AMOUNT_TYPE = "decimal(18,2)"
 AMOUNT_LIMIT = 10**16
-
-_ISO_MILLIS = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
-
-
-def decode_profiles(kafka_records: DataFrame, limits: EventLimits) -> DataFrame:
-    """Users changelog records with a typed profile, a tombstone (null event) or a dead-letter reason."""
-    return decode_changelog(kafka_records, USER_PROFILE, USER_PROFILE_KEY_FIELD, limits)
 
 
 def decode_orders(kafka_records: DataFrame, limits: EventLimits) -> DataFrame:
@@ -95,17 +84,15 @@ def user_view_as_records(view: DataFrame) -> DataFrame:
     """Kafka key: the user id; value: the row as JSON (the same row always encodes to the same text)."""
     return view.select(
         F.col("user_id").alias("key"),
-        F.to_json(
-            F.struct(
-                "user_id",
-                "name",
-                "country",
-                "tier",
-                "order_count",
-                "order_total",
-                F.date_format("updated_at", _ISO_MILLIS).alias("updated_at"),
-            )
-        ).alias("value"),
+        json_value(
+            "user_id",
+            "name",
+            "country",
+            "tier",
+            "order_count",
+            "order_total",
+            iso_millis("updated_at").alias("updated_at"),
+        ),
     )
 
 

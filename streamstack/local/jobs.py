@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from streamstack.local.ports import LOOPBACK
@@ -98,3 +98,30 @@ def producer_process(
         *extra_args,
     ]
     return ManagedProcess(name, argv, log_path, env=child_environment(runtimes), cwd=REPO_ROOT)
+
+
+def lag_exporter_process(
+    runtimes: Runtimes,
+    *,
+    bootstrap_servers: str,
+    port: int,
+    checkpoint_roots: Mapping[str, Path],
+    log_path: Path,
+) -> ManagedProcess:
+    """The lag exporter over every consumer group plus each job's checkpoint root (one group per query)."""
+    argv = [
+        sys.executable,
+        "-m",
+        "monitoring.lag_exporter",
+        "--bootstrap-servers",
+        bootstrap_servers,
+        "--listen",
+        f"{LOOPBACK}:{port}",
+        "--refresh-interval",
+        "5",
+        "--window",
+        "60",
+    ]
+    for name, root in checkpoint_roots.items():
+        argv += ["--checkpoint-dir", f"{name}={root}"]
+    return ManagedProcess("lag-exporter", argv, log_path, env=child_environment(runtimes), cwd=REPO_ROOT)

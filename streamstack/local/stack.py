@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from streamstack.errors import StreamstackError
-from streamstack.local.jobs import producer_process, spark_job_process
+from streamstack.local.jobs import lag_exporter_process, producer_process, spark_job_process
 from streamstack.local.kafka import LocalKafka
 from streamstack.local.pipeline import Pipeline
 from streamstack.local.ports import LOOPBACK, claim_port
@@ -34,6 +34,7 @@ class LocalStackOptions:
     kafka_port: int = 9092
     prometheus_port: int = 9090
     metrics_port: int = 9401
+    exporter_port: int = 9308
     rate: float = 200.0
     trigger_interval: str = "2 seconds"
 
@@ -96,6 +97,7 @@ def status_document(state: dict[str, Any]) -> dict[str, Any]:
         "ready": state.get("ready", False),
         "kafka": {"bootstrap_servers": state["kafka"]["bootstrap_servers"]},
         "prometheus": {"url": state["prometheus"]["url"]} if state.get("prometheus") else None,
+        "exporter": {"metrics_url": state["exporter"]["metrics_url"]} if state.get("exporter") else None,
         "jobs": [
             {**status.as_dict(), "metrics_port": job["metrics_port"], "checkpoint_dir": job["checkpoint_dir"]}
             for job, status in zip(state.get("jobs", []), job_statuses(state), strict=True)
@@ -127,7 +129,7 @@ class LocalStack:
         self._prometheus: LocalPrometheus | None = None
         self._state: dict[str, Any] = {}
 
-    def _check_ports(self) -> tuple[list[int], int]:
+    def _check_ports(self) -> tuple[list[int], int, int]:
         """Fail before starting anything when a chosen port is taken."""
         metrics_ports = []
         base = self.options.metrics_port
@@ -136,7 +138,8 @@ class LocalStack:
             metrics_ports.append(claim_port(port, "job metrics", "--metrics-port"))
         claim_port(self.options.kafka_port, "Kafka", "--kafka-port")
         prometheus_port = claim_port(self.options.prometheus_port, "Prometheus", "--prometheus-port")
-        return metrics_ports, prometheus_port
+        exporter_port = claim_port(self.options.exporter_port, "lag exporter", "--exporter-port")
+        return metrics_ports, prometheus_port, exporter_port
 
     def _write_state(self) -> None:
         tmp = state_path(self.workdir).with_suffix(".tmp")
@@ -163,7 +166,7 @@ class LocalStack:
                 f"stale state file {state_path(self.workdir)} from a stack that did not stop cleanly; "
                 "run `streamstack local down` to clean up"
             )
-        metrics_ports, prometheus_port = self._check_ports()
+        metrics_ports, prometheus_port, exporter_port = self._check_ports()
         run_dir = self.workdir / "run"
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
@@ -176,13 +179,15 @@ class LocalStack:
         }
         self._write_state()
         try:
-            self._start_all(run_dir, metrics_ports, prometheus_port)
+            self._start_all(run_dir, metrics_ports, prometheus_port, exporter_port)
         except BaseException:
             self.down()
             raise
         return self._state
 
-    def _start_all(self, run_dir: Path, metrics_ports: list[int], prometheus_port: int) -> None:
+    def _start_all(
+        self, run_dir: Path, metrics_ports: list[int], prometheus_port: int, exporter_port: int
+    ) -> None:
         kafka = LocalKafka(self.runtimes, run_dir / "kafka", port=self.options.kafka_port)
         self._kafka = kafka
         kafka.start()
@@ -194,6 +199,7 @@ class LocalStack:
         self._state["jobs"] = []
         for job, port in zip(self.pipeline.jobs, metrics_ports, strict=True):
             checkpoint_dir = run_dir / "checkpoints" / job.name
+            checkpoint_dir.mkdir(parents=True)  # the lag exporter watches it from the start
             process = spark_job_process(
                 self.runtimes,
                 job.module,
@@ -234,10 +240,26 @@ class LocalStack:
             )
             self._track(process, "producer")
 
+        exporter = lag_exporter_process(
+            self.runtimes,
+            bootstrap_servers=kafka.bootstrap_servers,
+            port=exporter_port,
+            checkpoint_roots={job["name"]: Path(job["checkpoint_dir"]) for job in self._state["jobs"]},
+            log_path=run_dir / "logs" / "lag-exporter.log",
+        ).start()
+        self._state["exporter"] = {
+            "metrics_url": f"http://{LOOPBACK}:{exporter_port}/metrics",
+            "log": str(exporter.log_path),
+        }
+        self._track(exporter, "exporter")
+
         prometheus = LocalPrometheus(
             self.runtimes,
             run_dir / "prometheus",
-            {"streaming-jobs": [f"{LOOPBACK}:{port}" for port in metrics_ports]},
+            {
+                "streaming-jobs": [f"{LOOPBACK}:{port}" for port in metrics_ports],
+                "lag-exporter": [f"{LOOPBACK}:{exporter_port}"],
+            },
             port=prometheus_port,
         )
         self._prometheus = prometheus

@@ -15,24 +15,28 @@ import random
 import re
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
-from kafka.consumer.fetcher import ConsumerRecord
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.testing import assertDataFrameEqual
 
 from jobs.ad_attribution.main import AttributionJobConfig, parse_args, start_queries
 from jobs.ad_attribution.transforms import attribute_clicks, attributions_as_records
-from jobs.common.config import StreamingJobConfig
 from jobs.producers import ads as ads_producer
 from streamstack.local.kafka import LocalKafka, TopicSpec
-from tests.kafka_helpers import produce, read_all, wait_for
+from tests.jobs.streaming_helpers import (
+    check_appended_once,
+    create_job_topics,
+    dropped_by_watermark,
+    process_all,
+    running,
+    streaming_config,
+)
+from tests.kafka_helpers import count_and_latest, produce, read_all, read_dead_letters, read_records, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -49,21 +53,19 @@ def iso(seconds: float) -> str:
     return (BASE + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+def encoded(event: Impression | Click) -> tuple[bytes, bytes]:
+    """Keyed by impression id; the event's fields in order, then its event time."""
+    fields = {name: value for name, value in asdict(event).items() if name != "seconds"}
+    body = {**fields, "event_time": iso(event.seconds)}
+    return event.impression_id.encode(), json.dumps(body).encode()
+
+
 @dataclass(frozen=True)
 class Impression:
     impression_id: str
     ad_id: str
     user_id: str
     seconds: float  # after BASE
-
-    def encoded(self) -> tuple[bytes, bytes]:
-        body = {
-            "impression_id": self.impression_id,
-            "ad_id": self.ad_id,
-            "user_id": self.user_id,
-            "event_time": iso(self.seconds),
-        }
-        return self.impression_id.encode(), json.dumps(body).encode()
 
 
 @dataclass(frozen=True)
@@ -73,16 +75,6 @@ class Click:
     ad_id: str
     user_id: str
     seconds: float  # after BASE
-
-    def encoded(self) -> tuple[bytes, bytes]:
-        body = {
-            "click_id": self.click_id,
-            "impression_id": self.impression_id,
-            "ad_id": self.ad_id,
-            "user_id": self.user_id,
-            "event_time": iso(self.seconds),
-        }
-        return self.impression_id.encode(), json.dumps(body).encode()
 
 
 @dataclass(frozen=True)
@@ -273,77 +265,29 @@ BAD_CLICKS = {
 # --- helpers -----------------------------------------------------------------------------------------------
 
 
-def read_records(bootstrap_servers: str, topic: str) -> list[ConsumerRecord]:
-    """Every record of the topic with its partition, offset and headers."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
-    try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
-        end_offsets = consumer.end_offsets(partitions)
-        records: list[ConsumerRecord] = []
-        while any(consumer.position(tp) < end_offsets[tp] for tp in partitions):
-            for batch in consumer.poll(timeout_ms=500).values():
-                records.extend(batch)
-        return records
-    finally:
-        consumer.close()
-
-
-def attributions_in(bootstrap_servers: str, topic: str) -> tuple[int, dict[str, dict[str, object]]]:
-    """(records in the topic, latest value per key)."""
-    records = read_all(bootstrap_servers, topic)
-    latest: dict[str, dict[str, object]] = {}
-    for key, value in records:
-        assert key is not None and value is not None
-        latest[key.decode()] = json.loads(value)
-    return len(records), latest
-
-
-def process_all(queries: Sequence[StreamingQuery]) -> None:
-    for query in queries:
-        query.processAllAvailable()
-
-
-def dropped_by_watermark(query: StreamingQuery) -> int:
-    return sum(
-        operator.numRowsDroppedByWatermark
-        for progress in query.recentProgress
-        for operator in progress.stateOperators
-    )
-
-
 def send(bootstrap_servers: str, config: AttributionJobConfig, phase: Phase) -> None:
-    produce(bootstrap_servers, config.impressions_topic, (i.encoded() for i in phase.impressions))
-    produce(bootstrap_servers, config.clicks_topic, (c.encoded() for c in phase.clicks))
+    produce(bootstrap_servers, config.impressions_topic, map(encoded, phase.impressions))
+    produce(bootstrap_servers, config.clicks_topic, map(encoded, phase.clicks))
 
 
 @pytest.fixture
-def job_config(kafka: LocalKafka, topic_name: str, tmp_path: Path) -> Iterator[AttributionJobConfig]:
+def job_config(kafka: LocalKafka, topic_name: str, tmp_path: Path) -> AttributionJobConfig:
     config = AttributionJobConfig(
-        streaming=StreamingJobConfig(
-            query_name="ad-attribution",
-            bootstrap_servers=kafka.bootstrap_servers,
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            metrics_port=0,
-            trigger_interval="500 milliseconds",
-            dead_letter_topic=f"{topic_name}-dead-letters",
-        ),
+        streaming=streaming_config("ad-attribution", kafka.bootstrap_servers, tmp_path, topic_name),
         impressions_topic=f"{topic_name}-impressions",
         clicks_topic=f"{topic_name}-clicks",
         output_topic=f"{topic_name}-attributions",
         attribution_window=f"{WINDOW_SECONDS:.0f} seconds",
         watermark_delay=f"{DELAY_SECONDS:.0f} seconds",
     )
-    kafka.create_topics(
-        [
-            TopicSpec(config.impressions_topic, partitions=2),
-            TopicSpec(config.clicks_topic, partitions=2),
-            TopicSpec(config.output_topic, partitions=2, compact=True),
-            TopicSpec(config.streaming.dead_letter_topic),
-        ]
+    create_job_topics(
+        kafka,
+        config.streaming,
+        TopicSpec(config.impressions_topic, partitions=2),
+        TopicSpec(config.clicks_topic, partitions=2),
+        TopicSpec(config.output_topic, partitions=2, compact=True),
     )
-    yield config
+    return config
 
 
 # --- tests -------------------------------------------------------------------------------------------------
@@ -357,37 +301,27 @@ def test_attributions_read_back_from_kafka_match_the_simulation(
     reference = simulate(phases)
 
     send(bootstrap, job_config, phases[0])
-    queries = start_queries(spark, job_config)
-    try:
+    outputs = []  # (records, latest value per key) after each phase
+    with running(start_queries(spark, job_config)) as queries:
         process_all(queries)
-        after_first_count, after_first = attributions_in(bootstrap, job_config.output_topic)
+        outputs.append(count_and_latest(bootstrap, job_config.output_topic))
 
         send(bootstrap, job_config, phases[1])
         produce(bootstrap, job_config.impressions_topic, ((None, bad) for bad in BAD_IMPRESSIONS))
         produce(bootstrap, job_config.clicks_topic, ((None, bad) for bad in BAD_CLICKS))
         process_all(queries)
-        after_second_count, after_second = attributions_in(bootstrap, job_config.output_topic)
+        outputs.append(count_and_latest(bootstrap, job_config.output_topic))
 
         send(bootstrap, job_config, phases[2])
         process_all(queries)
         attribution_query = next(q for q in queries if q.name == "ad-attribution")
         dropped = dropped_by_watermark(attribution_query)
-    finally:
-        for query in queries:
-            query.stop()
-    record_count, final = attributions_in(bootstrap, job_config.output_topic)
+    outputs.append(count_and_latest(bootstrap, job_config.output_topic))
+    final = outputs[-1][1]
 
-    # An impression appears once the watermark passes its time + window, and only then.
-    assert after_first == reference.emitted_after_phase[0]
-    assert after_second == {**reference.emitted_after_phase[0], **reference.emitted_after_phase[1]}
-    expected = {key: value for emitted in reference.emitted_after_phase for key, value in emitted.items()}
-    assert final == expected
-    # Append mode: each impression is written exactly once, however many clicks or copies it had.
-    assert (after_first_count, after_second_count, record_count) == (
-        len(after_first),
-        len(after_second),
-        len(final),
-    )
+    # An impression appears once the watermark passes its time + window, and only then. Append mode: each
+    # impression is written exactly once, however many clicks or copies it had.
+    check_appended_once(outputs, reference.emitted_after_phase)
     # The scenario exercises what it claims to.
     clicked = {key for key, value in final.items() if value["clicked"]}
     assert clicked == {f"imp-{n}" for n in ("01", "03", "05", "06", "07", "10", "11", "12", "13", "14", "18")}
@@ -400,23 +334,18 @@ def test_attributions_read_back_from_kafka_match_the_simulation(
     assert len(reference.late) == 4
     assert dropped == len(reference.late)
 
-    dead_letters = read_records(bootstrap, job_config.streaming.dead_letter_topic)
+    dead_letters = read_dead_letters(bootstrap, job_config.streaming.dead_letter_topic)
     expected_reasons = {
         **{(job_config.impressions_topic, value): reason for value, reason in BAD_IMPRESSIONS.items()},
         **{(job_config.clicks_topic, value): reason for value, reason in BAD_CLICKS.items()},
     }
-    assert {
-        (dict(record.headers)["source.topic"].decode(), record.value): dict(record.headers)[
-            "dead_letter.reason"
-        ].decode()
-        for record in dead_letters
-    } == expected_reasons
+    assert {(letter.source_topic, letter.value): letter.reason for letter in dead_letters} == expected_reasons
     positions = {
-        (topic, record.value): f"{topic}/{record.partition}/{record.offset}"
+        (topic, record.value): record.position
         for topic in (job_config.impressions_topic, job_config.clicks_topic)
         for record in read_records(bootstrap, topic)
     }
-    assert sorted(record.key.decode() for record in dead_letters) == sorted(
+    assert sorted(letter.origin for letter in dead_letters) == sorted(
         positions[origin] for origin in expected_reasons
     )
 

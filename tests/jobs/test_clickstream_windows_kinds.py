@@ -14,21 +14,25 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
-from kafka.consumer.fetcher import ConsumerRecord
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming.query import StreamingQuery
 
 from jobs.clickstream_windows.main import WindowJobConfig, parse_args, start_queries
-from jobs.common.config import StreamingJobConfig
 from streamstack.local.kafka import LocalKafka, TopicSpec
-from tests.kafka_helpers import produce, read_all
+from tests.jobs.streaming_helpers import (
+    create_job_topics,
+    dropped_by_watermark,
+    process_all,
+    running,
+    streaming_config,
+    views_per_key,
+)
+from tests.kafka_helpers import latest_per_key, produce, read_dead_letters, read_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -175,50 +179,10 @@ BAD_RECORDS = {
 # --- helpers -----------------------------------------------------------------------------------------------
 
 
-def read_records(bootstrap_servers: str, topic: str) -> list[ConsumerRecord]:
-    """Every record of the topic with its partition, offset and headers."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
-    try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
-        end_offsets = consumer.end_offsets(partitions)
-        records: list[ConsumerRecord] = []
-        while any(consumer.position(tp) < end_offsets[tp] for tp in partitions):
-            for batch in consumer.poll(timeout_ms=500).values():
-                records.extend(batch)
-        return records
-    finally:
-        consumer.close()
-
-
-def latest_per_key(bootstrap_servers: str, topic: str) -> dict[str, bytes]:
-    latest: dict[str, bytes] = {}
-    for key, value in read_all(bootstrap_servers, topic):
-        assert key is not None and value is not None
-        latest[key.decode()] = value
-    return latest
-
-
-def dropped_by_watermark(query: StreamingQuery) -> int:
-    return sum(
-        operator.numRowsDroppedByWatermark
-        for progress in query.recentProgress
-        for operator in progress.stateOperators
-    )
-
-
 @pytest.fixture
-def job_config(kafka: LocalKafka, topic_name: str, tmp_path: Path) -> Iterator[WindowJobConfig]:
+def job_config(kafka: LocalKafka, topic_name: str, tmp_path: Path) -> WindowJobConfig:
     config = WindowJobConfig(
-        streaming=StreamingJobConfig(
-            query_name="clickstream-windows",
-            bootstrap_servers=kafka.bootstrap_servers,
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            metrics_port=0,
-            trigger_interval="500 milliseconds",
-            dead_letter_topic=f"{topic_name}-dead-letters",
-        ),
+        streaming=streaming_config("clickstream-windows", kafka.bootstrap_servers, tmp_path, topic_name),
         input_topic=f"{topic_name}-views",
         output_topic=f"{topic_name}-per-url",
         windows_topic=f"{topic_name}-windows",
@@ -230,16 +194,15 @@ def job_config(kafka: LocalKafka, topic_name: str, tmp_path: Path) -> Iterator[W
         watermark_delay=f"{DELAY_MS // 1000} seconds",
     )
     assert config.windows_topic is not None and config.late_topic is not None
-    kafka.create_topics(
-        [
-            TopicSpec(config.input_topic, partitions=2),
-            TopicSpec(config.output_topic, partitions=2, compact=True),
-            TopicSpec(config.windows_topic, partitions=2, compact=True),
-            TopicSpec(config.late_topic, partitions=1),
-            TopicSpec(config.streaming.dead_letter_topic),
-        ]
+    create_job_topics(
+        kafka,
+        config.streaming,
+        TopicSpec(config.input_topic, partitions=2),
+        TopicSpec(config.output_topic, partitions=2, compact=True),
+        TopicSpec(config.windows_topic, partitions=2, compact=True),
+        TopicSpec(config.late_topic, partitions=1),
     )
-    yield config
+    return config
 
 
 # --- tests -------------------------------------------------------------------------------------------------
@@ -254,20 +217,15 @@ def test_window_kinds_late_views_and_dead_letters_match_the_simulation(
     reference = simulate(phases)
 
     produce(bootstrap, topic, (view.encoded() for view in phases[0]))
-    queries = start_queries(spark, job_config)
-    try:
+    with running(start_queries(spark, job_config)) as queries:
         for records in (
             [],
             [*(view.encoded() for view in phases[1]), *((None, bad) for bad in BAD_RECORDS)],
             [view.encoded() for view in phases[2]],
         ):
             produce(bootstrap, topic, records)
-            for query in queries:
-                query.processAllAvailable()
+            process_all(queries)
         dropped = {query.name: dropped_by_watermark(query) for query in queries}
-    finally:
-        for query in queries:
-            query.stop()
 
     assert sorted(q.name for q in queries) == [
         "clickstream-windows",
@@ -277,12 +235,9 @@ def test_window_kinds_late_views_and_dead_letters_match_the_simulation(
         "clickstream-windows.sessions",
         "clickstream-windows.tumbling",
     ]
-    windows = {
-        key: json.loads(value) for key, value in latest_per_key(bootstrap, job_config.windows_topic).items()
-    }
+    windows = latest_per_key(read_records(bootstrap, job_config.windows_topic))
     assert windows == reference.windows
-    per_url = latest_per_key(bootstrap, job_config.output_topic)
-    assert {key: json.loads(value)["views"] for key, value in per_url.items()} == reference.per_url
+    assert views_per_key(bootstrap, job_config.output_topic) == reference.per_url
     # The scenario exercises what it claims to: a duplicate counted twice, each kind's own late rule.
     # user-1 in [50, 60): the first phase's views, then 52 and 56 twice.
     assert windows[f"tumbling|user|user-1|{iso(BASE_MS + 50_000)}"]["views"] == 3 + sum(
@@ -302,13 +257,10 @@ def test_window_kinds_late_views_and_dead_letters_match_the_simulation(
         "clickstream-windows.dead-letters": 0,
     }
     assert reference.dropped["per-url"] == 2
-    positions = {
-        record.value: f"{topic}/{record.partition}/{record.offset}"
-        for record in read_records(bootstrap, topic)
-    }
+    positions = {record.value: record.position for record in read_records(bootstrap, topic)}
     late_records = read_records(bootstrap, job_config.late_topic)
     routed = {
-        record.key.decode(): (
+        None if record.key is None else record.key.decode(): (
             record.value,
             dict(record.headers)["late.watermark"].decode(),
             dict(record.headers)["late.window_end"].decode(),
@@ -323,11 +275,9 @@ def test_window_kinds_late_views_and_dead_letters_match_the_simulation(
     assert routed == expected_late
     assert len(late_records) == len(expected_late)
 
-    dead_letters = read_records(bootstrap, job_config.streaming.dead_letter_topic)
-    assert {record.value: dict(record.headers)["dead_letter.reason"].decode() for record in dead_letters} == (
-        BAD_RECORDS
-    )
-    assert {record.key.decode() for record in dead_letters} == {positions[bad] for bad in BAD_RECORDS}
+    dead_letters = read_dead_letters(bootstrap, job_config.streaming.dead_letter_topic)
+    assert {letter.value: letter.reason for letter in dead_letters} == BAD_RECORDS
+    assert {letter.origin for letter in dead_letters} == {positions[bad] for bad in BAD_RECORDS}
 
 
 def test_command_line_turns_both_outputs_on_by_default_and_rejects_a_slide_longer_than_the_window(

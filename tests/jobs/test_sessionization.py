@@ -10,23 +10,28 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
-from kafka.consumer.fetcher import ConsumerRecord
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.common.config import StreamingJobConfig
 from jobs.sessionization.main import SessionJobConfig, parse_args, start_queries
 from jobs.sessionization.transforms import sessionize, sessions_as_records
 from streamstack.local.kafka import LocalKafka, TopicSpec
-from tests.kafka_helpers import produce, read_all
+from tests.jobs.streaming_helpers import (
+    check_appended_once,
+    create_job_topics,
+    dropped_by_watermark,
+    iso,
+    process_all,
+    running,
+    streaming_config,
+)
+from tests.kafka_helpers import count_and_latest, produce, read_dead_letters, read_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -49,10 +54,6 @@ class Click:
     def encoded(self) -> tuple[bytes, bytes]:
         body = {"user_id": self.user_id, "url": self.url, "event_time": iso(self.event_time)}
         return self.user_id.encode(), json.dumps(body).encode()
-
-
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 # --- the reference -------------------------------------------------------------------------------------
@@ -177,70 +178,22 @@ BAD_RECORDS = {
 # --- helpers -----------------------------------------------------------------------------------------------
 
 
-def read_records(bootstrap_servers: str, topic: str) -> list[ConsumerRecord]:
-    """Every record of the topic with its partition, offset and headers."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
-    try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
-        end_offsets = consumer.end_offsets(partitions)
-        records: list[ConsumerRecord] = []
-        while any(consumer.position(tp) < end_offsets[tp] for tp in partitions):
-            for batch in consumer.poll(timeout_ms=500).values():
-                records.extend(batch)
-        return records
-    finally:
-        consumer.close()
-
-
-def sessions_in(bootstrap_servers: str, topic: str) -> tuple[int, dict[str, dict[str, object]]]:
-    """(records in the topic, latest value per key)."""
-    records = read_all(bootstrap_servers, topic)
-    latest: dict[str, dict[str, object]] = {}
-    for key, value in records:
-        assert key is not None and value is not None
-        latest[key.decode()] = json.loads(value)
-    return len(records), latest
-
-
-def process_all(queries: Sequence[StreamingQuery]) -> None:
-    for query in queries:
-        query.processAllAvailable()
-
-
-def dropped_by_watermark(query: StreamingQuery) -> int:
-    return sum(
-        operator.numRowsDroppedByWatermark
-        for progress in query.recentProgress
-        for operator in progress.stateOperators
-    )
-
-
 @pytest.fixture
-def job_config(kafka: LocalKafka, topic_name: str, tmp_path: Path) -> Iterator[SessionJobConfig]:
+def job_config(kafka: LocalKafka, topic_name: str, tmp_path: Path) -> SessionJobConfig:
     config = SessionJobConfig(
-        streaming=StreamingJobConfig(
-            query_name="sessionization",
-            bootstrap_servers=kafka.bootstrap_servers,
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            metrics_port=0,
-            trigger_interval="500 milliseconds",
-            dead_letter_topic=f"{topic_name}-dead-letters",
-        ),
+        streaming=streaming_config("sessionization", kafka.bootstrap_servers, tmp_path, topic_name),
         input_topic=f"{topic_name}-clicks",
         output_topic=f"{topic_name}-sessions",
         session_gap=f"{GAP_SECONDS} seconds",
         watermark_delay=f"{DELAY_SECONDS} seconds",
     )
-    kafka.create_topics(
-        [
-            TopicSpec(config.input_topic, partitions=2),
-            TopicSpec(config.output_topic, partitions=2, compact=True),
-            TopicSpec(config.streaming.dead_letter_topic),
-        ]
+    create_job_topics(
+        kafka,
+        config.streaming,
+        TopicSpec(config.input_topic, partitions=2),
+        TopicSpec(config.output_topic, partitions=2, compact=True),
     )
-    yield config
+    return config
 
 
 # --- tests -------------------------------------------------------------------------------------------------
@@ -254,10 +207,10 @@ def test_sessions_read_back_from_kafka_match_the_simulation(
     reference = simulate(phases)
 
     produce(bootstrap, topic, (click.encoded() for click in phases[0]))
-    queries = start_queries(spark, job_config)
-    try:
+    outputs = []  # (records, latest value per key) after each phase
+    with running(start_queries(spark, job_config)) as queries:
         process_all(queries)
-        after_first_count, after_first = sessions_in(bootstrap, job_config.output_topic)
+        outputs.append(count_and_latest(bootstrap, job_config.output_topic))
 
         produce(
             bootstrap,
@@ -265,28 +218,18 @@ def test_sessions_read_back_from_kafka_match_the_simulation(
             [*(click.encoded() for click in phases[1]), *((None, bad) for bad in BAD_RECORDS)],
         )
         process_all(queries)
-        after_second_count, after_second = sessions_in(bootstrap, job_config.output_topic)
+        outputs.append(count_and_latest(bootstrap, job_config.output_topic))
 
         produce(bootstrap, topic, (click.encoded() for click in phases[2]))
         process_all(queries)
         sessions_query = next(q for q in queries if q.name == "sessionization")
         dropped = dropped_by_watermark(sessions_query)
-    finally:
-        for query in queries:
-            query.stop()
-    record_count, final = sessions_in(bootstrap, job_config.output_topic)
+    outputs.append(count_and_latest(bootstrap, job_config.output_topic))
+    final = outputs[-1][1]
 
-    # A session appears once the watermark passes its last click + gap, and only then.
-    assert after_first == reference.emitted_after_phase[0]
-    assert after_second == {**reference.emitted_after_phase[0], **reference.emitted_after_phase[1]}
-    expected = {key: value for emitted in reference.emitted_after_phase for key, value in emitted.items()}
-    assert final == expected
-    # Append mode: each session is written exactly once.
-    assert (after_first_count, after_second_count, record_count) == (
-        len(after_first),
-        len(after_second),
-        len(final),
-    )
+    # A session appears once the watermark passes its last click + gap, and only then. Append mode: each
+    # session is written exactly once.
+    check_appended_once(outputs, reference.emitted_after_phase)
     # The scenario exercises what it claims to: a bridged session, a duplicate, a post-close straggler.
     assert final[f"alice|{iso(BASE + timedelta(seconds=40))}"]["page_count"] == 6
     assert f"dave|{iso(BASE + timedelta(seconds=60))}" in final
@@ -294,15 +237,10 @@ def test_sessions_read_back_from_kafka_match_the_simulation(
     assert len(reference.dropped) == 2
     assert dropped == len(reference.dropped)
 
-    dead_letters = read_records(bootstrap, job_config.streaming.dead_letter_topic)
-    positions = {
-        record.value: f"{topic}/{record.partition}/{record.offset}"
-        for record in read_records(bootstrap, topic)
-    }
-    assert {record.value: dict(record.headers)["dead_letter.reason"].decode() for record in dead_letters} == (
-        BAD_RECORDS
-    )
-    assert {record.key.decode() for record in dead_letters} == {positions[bad] for bad in BAD_RECORDS}
+    dead_letters = read_dead_letters(bootstrap, job_config.streaming.dead_letter_topic)
+    positions = {record.value: record.position for record in read_records(bootstrap, topic)}
+    assert {letter.value: letter.reason for letter in dead_letters} == BAD_RECORDS
+    assert {letter.origin for letter in dead_letters} == {positions[bad] for bad in BAD_RECORDS}
 
 
 def test_clicks_exactly_a_gap_apart_share_a_session(spark: SparkSession) -> None:

@@ -11,26 +11,39 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import ConfigResource, ConfigResourceType
-from kafka.consumer.fetcher import ConsumerRecord
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.common.config import EventLimits, StreamingJobConfig
+from jobs.common.config import EventLimits
 from jobs.user_enrichment.main import EnrichmentJobConfig, start_queries
 from jobs.user_enrichment.transforms import current_profiles, decode_profiles
 from streamstack.local.kafka import LocalKafka, TopicSpec
-from tests.kafka_helpers import wait_for
+from tests.jobs.streaming_helpers import (
+    create_job_topics,
+    forget_last_commit,
+    input_rows,
+    iso,
+    process_all,
+    running,
+    streaming_config,
+    user_profile,
+)
+from tests.kafka_helpers import (
+    FAST_COMPACTION,
+    Record,
+    TopicRecord,
+    compact_snapshots,
+    latest_per_key,
+    produce,
+    read_dead_letters,
+    read_records,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -40,23 +53,11 @@ WEEK = timedelta(days=7)
 PROFILE_FIELDS = ("name", "country", "tier")
 
 
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-Record = tuple[bytes | None, bytes | None]
 Upsert = tuple[bytes, bytes]
 
 
 def profile(user: str, name: str, country: str, tier: str, minute: int) -> Upsert:
-    body = {
-        "user_id": user,
-        "name": name,
-        "country": country,
-        "tier": tier,
-        "updated_at": iso(BASE + timedelta(minutes=minute)),
-    }
-    return user.encode(), json.dumps(body).encode()
+    return user_profile(user, name, country, tier, BASE + timedelta(minutes=minute))
 
 
 def deleted(user: str) -> Record:
@@ -66,51 +67,6 @@ def deleted(user: str) -> Record:
 def view(user: str, url: str, seconds: int) -> Upsert:
     body = {"user_id": user, "url": url, "event_time": iso(BASE + timedelta(seconds=seconds))}
     return user.encode(), json.dumps(body).encode()
-
-
-@dataclass(frozen=True)
-class Sent:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-
-    @property
-    def position(self) -> str:
-        return f"{self.topic}/{self.partition}/{self.offset}"
-
-
-def send(bootstrap_servers: str, topic: str, records: Sequence[Record]) -> list[Sent]:
-    """Produce in order (keyed records land in their key's partition) and return where each landed."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
-    try:
-        futures = [(key, value, producer.send(topic, key=key, value=value)) for key, value in records]
-        producer.flush(timeout=30)
-        sent = []
-        for key, value, future in futures:
-            metadata = future.get(timeout=30)
-            sent.append(Sent(topic, metadata.partition, metadata.offset, key, value))
-        return sent
-    finally:
-        producer.close(timeout=10)
-
-
-def read_records(bootstrap_servers: str, topic: str) -> list[ConsumerRecord]:
-    """Every record of the topic with its partition, offset and headers."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
-    try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
-        end_offsets = consumer.end_offsets(partitions)
-        records: list[ConsumerRecord] = []
-        while any(consumer.position(tp) < end_offsets[tp] for tp in partitions):
-            for batch in consumer.poll(timeout_ms=500).values():
-                records.extend(batch)
-        return records
-    finally:
-        consumer.close()
 
 
 # --- the reference -------------------------------------------------------------------------------------
@@ -134,7 +90,7 @@ def json_object(value: bytes) -> dict[str, object] | None:
     return body if isinstance(body, dict) else None
 
 
-def profile_change(record: Sent) -> tuple[str, dict[str, object] | None] | None:
+def profile_change(record: TopicRecord) -> tuple[str, dict[str, object] | None] | None:
     """(user, profile or None for a delete) for a valid users-changelog record, None for a bad one."""
     if record.key is None:
         return None
@@ -152,7 +108,7 @@ def profile_change(record: Sent) -> tuple[str, dict[str, object] | None] | None:
     return user, {**{name: body[name] for name in PROFILE_FIELDS}, "profile_updated_at": iso(updated_at)}
 
 
-def valid_view(record: Sent, now: datetime) -> dict[str, object] | None:
+def valid_view(record: TopicRecord, now: datetime) -> dict[str, object] | None:
     body = json_object(record.value) if record.value is not None else None
     if body is None or not isinstance(body.get("user_id"), str) or not isinstance(body.get("url"), str):
         return None
@@ -176,12 +132,15 @@ def batch_ends(checkpoint: Path) -> list[dict[str, dict[int, int]]]:
     return ends
 
 
-def batch_of(record: Sent, ends: list[dict[str, dict[int, int]]]) -> int:
+def batch_of(record: TopicRecord, ends: list[dict[str, dict[int, int]]]) -> int:
     return next(n for n, end in enumerate(ends) if record.offset < end[record.topic][record.partition])
 
 
 def expected_enriched(
-    views: Sequence[Sent], users: Sequence[Sent], ends: list[dict[str, dict[int, int]]], now: datetime
+    views: Sequence[TopicRecord],
+    users: Sequence[TopicRecord],
+    ends: list[dict[str, dict[int, int]]],
+    now: datetime,
 ) -> dict[str, dict[str, object]]:
     expected: dict[str, dict[str, object]] = {}
     for record in views:
@@ -299,82 +258,22 @@ def views_phase_three() -> list[Record]:
 # --- helpers -----------------------------------------------------------------------------------------------
 
 
-def process_all(queries: Sequence[StreamingQuery]) -> None:
-    for query in queries:
-        query.processAllAvailable()
-
-
-def stop_all(queries: Sequence[StreamingQuery]) -> None:
-    for query in queries:
-        query.stop()
-
-
-def latest_per_key(records: Sequence[ConsumerRecord]) -> dict[str, dict[str, object]]:
-    latest: dict[str, dict[str, object]] = {}
-    for record in records:
-        latest[record.key.decode()] = json.loads(record.value)
-    return latest
-
-
-def compact_snapshot(kafka: LocalKafka, topic: str, snapshot: Sequence[Record]) -> list[Sent]:
-    """Produce `snapshot` into the (fast-rolling) topic, roll each partition's segment by re-sending its
-    last record, wait until the log cleaner has kept only the last record per key in the rolled segments,
-    then stop rolling so the cleaner leaves the rest of the test alone."""
-    sent = send(kafka.bootstrap_servers, topic, snapshot)
-    last_per_partition = {record.partition: record for record in sent}
-    time.sleep(0.3)  # past segment.ms, so the next append to each partition rolls its segment
-    sent += send(kafka.bootstrap_servers, topic, [(r.key, r.value) for r in last_per_partition.values()])
-    surviving = len({(r.partition, r.key) for r in sent[: len(snapshot)]}) + len(last_per_partition)
-    wait_for(
-        lambda: len(read_records(kafka.bootstrap_servers, topic)) == surviving,
-        timeout=40,
-        what=f"the log cleaner to compact {topic} to {surviving} records",
-    )
-    admin = kafka.admin()
-    try:
-        admin.alter_configs(
-            [
-                ConfigResource(
-                    ConfigResourceType.TOPIC,
-                    topic,
-                    configs={"cleanup.policy": "compact", "segment.ms": str(7 * 24 * 3600 * 1000)},
-                )
-            ]
-        )
-    finally:
-        admin.close()
-    return sent
-
-
 @pytest.fixture
-def job_config(kafka: LocalKafka, topic_name: str, tmp_path: Path) -> Iterator[EnrichmentJobConfig]:
+def job_config(kafka: LocalKafka, topic_name: str, tmp_path: Path) -> EnrichmentJobConfig:
     config = EnrichmentJobConfig(
-        streaming=StreamingJobConfig(
-            query_name="user-enrichment",
-            bootstrap_servers=kafka.bootstrap_servers,
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            metrics_port=0,
-            trigger_interval="500 milliseconds",
-            dead_letter_topic=f"{topic_name}-dead-letters",
-        ),
+        streaming=streaming_config("user-enrichment", kafka.bootstrap_servers, tmp_path, topic_name),
         views_topic=f"{topic_name}-views",
         users_topic=f"{topic_name}-users",
         output_topic=f"{topic_name}-enriched",
     )
-    kafka.create_topics(
-        [
-            TopicSpec(config.views_topic, partitions=2),
-            TopicSpec(
-                config.users_topic,
-                partitions=2,
-                compact=True,
-                extra_config={"segment.ms": "100", "min.cleanable.dirty.ratio": "0.001"},
-            ),
-            TopicSpec(config.output_topic, partitions=2),
-            TopicSpec(config.streaming.dead_letter_topic),
-        ]
+    create_job_topics(
+        kafka,
+        config.streaming,
+        TopicSpec(config.views_topic, partitions=2),
+        TopicSpec(config.users_topic, partitions=2, compact=True, extra_config=FAST_COMPACTION),
+        TopicSpec(config.output_topic, partitions=2),
     )
-    yield config
+    return config
 
 
 # --- tests -------------------------------------------------------------------------------------------------
@@ -387,25 +286,22 @@ def test_views_carry_the_profile_as_of_their_batch(
     users_topic, views_topic = job_config.users_topic, job_config.views_topic
     checkpoint = Path(job_config.streaming.checkpoint_for(job_config.streaming.query_name))
 
-    users = compact_snapshot(kafka, users_topic, SNAPSHOT)
+    users = compact_snapshots(kafka, {users_topic: SNAPSHOT})
     assert len(read_records(bootstrap, users_topic)) < len(users)  # the job starts on a compacted log
-    first_users = send(bootstrap, users_topic, users_phase_one())
-    first_views = send(bootstrap, views_topic, views_phase_one())
+    first_users = produce(bootstrap, users_topic, users_phase_one())
+    first_views = produce(bootstrap, views_topic, views_phase_one())
     users, views = users + first_users, list(first_views)
-    queries = start_queries(spark, job_config)
-    try:
+    with running(start_queries(spark, job_config)) as queries:
         process_all(queries)
         # Changes are produced (and acknowledged) before the views that should see them.
-        users += send(bootstrap, users_topic, users_phase_two())
-        views += send(bootstrap, views_topic, views_phase_two())
+        users += produce(bootstrap, users_topic, users_phase_two())
+        views += produce(bootstrap, views_topic, views_phase_two())
         process_all(queries)
-        users += send(bootstrap, users_topic, users_phase_three())
+        users += produce(bootstrap, users_topic, users_phase_three())
         process_all(queries)
-        views += send(bootstrap, views_topic, views_phase_three())
+        views += produce(bootstrap, views_topic, views_phase_three())
         process_all(queries)
-        input_rows = {q.name: sum(p["numInputRows"] for p in q.recentProgress) for q in queries}
-    finally:
-        stop_all(queries)
+        rows_read = input_rows(queries)
 
     now = datetime.now(UTC)
     ends = batch_ends(checkpoint)
@@ -415,7 +311,7 @@ def test_views_carry_the_profile_as_of_their_batch(
     assert len(output) == len(expected)  # one record per valid view
     # Both queries count each record they read once (the compacted-away ones are never read).
     in_topics = len(read_records(bootstrap, users_topic)) + len(views)
-    assert input_rows == {"user-enrichment": in_topics, "user-enrichment.dead-letters": in_topics}
+    assert rows_read == {"user-enrichment": in_topics, "user-enrichment.dead-letters": in_topics}
 
     # Everything produced before the start is the first batch, so the same-batch cases are deterministic.
     assert {batch_of(record, ends) for record in [*first_users, *first_views]} == {0}
@@ -438,10 +334,8 @@ def test_views_carry_the_profile_as_of_their_batch(
     bad_users, bad_views = first_users[-len(BAD_USERS) :], first_views[-len(BAD_VIEWS) :]
     assert all(profile_change(record) is None for record in bad_users)
     assert all(valid_view(record, now) is None for record in bad_views)
-    dead_letters = read_records(bootstrap, job_config.streaming.dead_letter_topic)
-    assert {
-        record.key.decode(): dict(record.headers)["dead_letter.reason"].decode() for record in dead_letters
-    } == {
+    dead_letters = read_dead_letters(bootstrap, job_config.streaming.dead_letter_topic)
+    assert {letter.origin: letter.reason for letter in dead_letters} == {
         sent.position: reason
         for sent, reason in [
             *zip(bad_users, (reason for _, reason in BAD_USERS), strict=True),
@@ -451,19 +345,15 @@ def test_views_carry_the_profile_as_of_their_batch(
 
     # A batch re-run after a failure writes the same records again, even though the users table has moved
     # on since: it reads the users topic only up to the batch's own end offsets.
-    last = max(int(name) for name in os.listdir(checkpoint / "commits") if name.isdigit())
-    for name in (str(last), f".{last}.crc"):
-        (checkpoint / "commits" / name).unlink(missing_ok=True)
-    users += send(bootstrap, users_topic, [profile("alice", "Alice", "FR", "platinum", 50)])
-    queries = start_queries(spark, job_config)
-    try:
+    last = forget_last_commit(checkpoint)
+    users += produce(bootstrap, users_topic, [profile("alice", "Alice", "FR", "platinum", 50)])
+    with running(start_queries(spark, job_config)) as queries:
         process_all(queries)
-    finally:
-        stop_all(queries)
     rerun = [
         (record.key, record.value)
-        for record in output
-        if batch_of(next(v for v in views if v.position == record.key.decode()), ends) == last
+        for record in output  # every one keyed, as latest_per_key(output) checked
+        if record.key is not None
+        and batch_of(next(v for v in views if v.position == record.key.decode()), ends) == last
     ]
     assert rerun
     after = read_records(bootstrap, job_config.output_topic)
@@ -476,19 +366,19 @@ def test_views_carry_the_profile_as_of_their_batch(
 def test_profile_table_is_the_last_valid_record_per_user(spark: SparkSession) -> None:
     """Static check of the table side: latest by offset, tombstones delete, dead letters change nothing."""
     records = [
-        Sent("users", 0, 0, *profile("a", "A", "FR", "free", 0)),
-        Sent("users", 1, 0, *profile("b", "B", "DE", "free", 0)),
-        Sent("users", 0, 1, *profile("c", "C", "IT", "free", 0)),
-        Sent("users", 0, 2, *profile("a", "A", "FR", "gold", 1)),  # update
-        Sent("users", 1, 1, *deleted("b")),  # delete
-        Sent("users", 0, 3, b"c", b"{oops"),  # bad: c stays as it was
-        Sent("users", 0, 4, *profile("d", "D", "ES", "free", 0)),
-        Sent("users", 0, 5, b"d", profile("x", "X", "XX", "gold", 1)[1]),  # key mismatch: ignored
-        Sent("users", 1, 2, None, None),  # tombstone without a key: ignored
-        Sent("users", 1, 5, None, profile("b", "B", "DE", "gold", 3)[1]),  # no key: ignored
-        Sent("users", 1, 3, *deleted("e")),  # delete of a user never seen
-        Sent("users", 1, 4, *profile("e", "E", "PT", "free", 2)),  # re-created
-        Sent("users", 0, 6, *profile("a", "A", "FR", "gold", 1)),  # duplicate
+        TopicRecord("users", 0, 0, *profile("a", "A", "FR", "free", 0)),
+        TopicRecord("users", 1, 0, *profile("b", "B", "DE", "free", 0)),
+        TopicRecord("users", 0, 1, *profile("c", "C", "IT", "free", 0)),
+        TopicRecord("users", 0, 2, *profile("a", "A", "FR", "gold", 1)),  # update
+        TopicRecord("users", 1, 1, *deleted("b")),  # delete
+        TopicRecord("users", 0, 3, b"c", b"{oops"),  # bad: c stays as it was
+        TopicRecord("users", 0, 4, *profile("d", "D", "ES", "free", 0)),
+        TopicRecord("users", 0, 5, b"d", profile("x", "X", "XX", "gold", 1)[1]),  # key mismatch: ignored
+        TopicRecord("users", 1, 2, None, None),  # tombstone without a key: ignored
+        TopicRecord("users", 1, 5, None, profile("b", "B", "DE", "gold", 3)[1]),  # no key: ignored
+        TopicRecord("users", 1, 3, *deleted("e")),  # delete of a user never seen
+        TopicRecord("users", 1, 4, *profile("e", "E", "PT", "free", 2)),  # re-created
+        TopicRecord("users", 0, 6, *profile("a", "A", "FR", "gold", 1)),  # duplicate
     ]
     frame = spark.createDataFrame(
         [(r.key, r.value, r.topic, r.partition, r.offset, BASE.replace(tzinfo=None)) for r in records],

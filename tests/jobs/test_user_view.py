@@ -10,33 +10,46 @@ for each user that was in the view and is gone.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import ConfigResource, ConfigResourceType
-from kafka.consumer.fetcher import ConsumerRecord
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.common.config import StreamingJobConfig
 from jobs.producers.changelog import Change, ChangelogGenerator
 from jobs.user_view.main import UserViewJobConfig, start_queries
 from jobs.user_view.transforms import stored_view, view_changes
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.conftest import repo_root
-from tests.kafka_helpers import wait_for
+from tests.jobs.streaming_helpers import (
+    changelog_record,
+    create_job_topics,
+    forget_last_commit,
+    input_rows,
+    iso,
+    process_all,
+    running,
+    streaming_config,
+    user_profile,
+)
+from tests.kafka_helpers import (
+    FAST_COMPACTION,
+    Record,
+    TopicRecord,
+    compact_snapshots,
+    latest_per_key,
+    produce,
+    read_dead_letters,
+    read_records,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -45,83 +58,22 @@ PROFILE_FIELDS = ("name", "country", "tier")
 CENT = Decimal("0.01")
 
 
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-Record = tuple[bytes | None, bytes | None]
 Upsert = tuple[bytes, bytes]
 
 
 def profile(user: str, name: str, country: str, tier: str, minute: int) -> Upsert:
-    body = {
-        "user_id": user,
-        "name": name,
-        "country": country,
-        "tier": tier,
-        "updated_at": iso(BASE + timedelta(minutes=minute)),
-    }
-    return user.encode(), json.dumps(body).encode()
+    return user_profile(user, name, country, tier, BASE + timedelta(minutes=minute))
 
 
 def order(order_id: str, user: str, amount: float, status: str, minute: int) -> Upsert:
-    body = {
-        "order_id": order_id,
-        "user_id": user,
-        "amount": amount,
-        "status": status,
-        "updated_at": iso(BASE + timedelta(minutes=minute)),
-    }
-    return order_id.encode(), json.dumps(body).encode()
+    updated_at = BASE + timedelta(minutes=minute)
+    return changelog_record(
+        order_id, updated_at, order_id=order_id, user_id=user, amount=amount, status=status
+    )
 
 
 def deleted(key: str) -> Record:
     return key.encode(), None
-
-
-@dataclass(frozen=True)
-class Sent:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-
-    @property
-    def position(self) -> str:
-        return f"{self.topic}/{self.partition}/{self.offset}"
-
-
-def send(bootstrap_servers: str, topic: str, records: Sequence[Record]) -> list[Sent]:
-    """Produce in order (keyed records land in their key's partition) and return where each landed."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
-    try:
-        futures = [(key, value, producer.send(topic, key=key, value=value)) for key, value in records]
-        producer.flush(timeout=30)
-        sent = []
-        for key, value, future in futures:
-            metadata = future.get(timeout=30)
-            sent.append(Sent(topic, metadata.partition, metadata.offset, key, value))
-        return sent
-    finally:
-        producer.close(timeout=10)
-
-
-def read_records(bootstrap_servers: str, topic: str) -> list[ConsumerRecord]:
-    """Every record of the topic with its partition, offset and headers."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
-    try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
-        end_offsets = consumer.end_offsets(partitions)
-        records: list[ConsumerRecord] = []
-        while any(consumer.position(tp) < end_offsets[tp] for tp in partitions):
-            for batch in consumer.poll(timeout_ms=500).values():
-                records.extend(batch)
-        return records
-    finally:
-        consumer.close()
 
 
 # --- the reference -------------------------------------------------------------------------------------
@@ -137,7 +89,7 @@ def parse_time(text: object) -> datetime | None:
         return None
 
 
-def change(record: Sent, key_field: str) -> tuple[str, dict[str, object] | None] | None:
+def change(record: TopicRecord, key_field: str) -> tuple[str, dict[str, object] | None] | None:
     """(key, row or None for a delete) for a valid changelog record, None for a bad one."""
     if record.key is None:
         return None
@@ -166,7 +118,7 @@ def change(record: Sent, key_field: str) -> tuple[str, dict[str, object] | None]
     return (key, {**row, "amount": cents}) if valid else None
 
 
-def table(records: Sequence[Sent], key_field: str) -> dict[str, dict[str, object]]:
+def table(records: Sequence[TopicRecord], key_field: str) -> dict[str, dict[str, object]]:
     rows: dict[str, dict[str, object] | None] = {}
     for record in sorted(records, key=lambda r: r.offset):  # a key's records share a partition
         valid = change(record, key_field)
@@ -175,7 +127,9 @@ def table(records: Sequence[Sent], key_field: str) -> dict[str, dict[str, object
     return {key: row for key, row in rows.items() if row is not None}
 
 
-def expected_view(users: Sequence[Sent], orders: Sequence[Sent]) -> dict[str, dict[str, object]]:
+def expected_view(
+    users: Sequence[TopicRecord], orders: Sequence[TopicRecord]
+) -> dict[str, dict[str, object]]:
     view: dict[str, dict[str, object]] = {}
     order_rows = table(orders, "order_id").values()
     for user, row in table(users, "user_id").items():
@@ -275,24 +229,6 @@ def phase_three() -> tuple[list[Record], list[Record]]:
 # --- helpers -----------------------------------------------------------------------------------------------
 
 
-def process_all(queries: Sequence[StreamingQuery]) -> None:
-    for query in queries:
-        query.processAllAvailable()
-
-
-def stop_all(queries: Sequence[StreamingQuery]) -> None:
-    for query in queries:
-        query.stop()
-
-
-def latest_per_key(records: Sequence[ConsumerRecord]) -> dict[str, dict[str, object] | None]:
-    """Last value per key; None where the last record is a tombstone."""
-    latest: dict[str, dict[str, object] | None] = {}
-    for record in records:
-        latest[record.key.decode()] = None if record.value is None else json.loads(record.value)
-    return latest
-
-
 def rows(latest: Mapping[str, dict[str, object] | None]) -> dict[str, dict[str, object]]:
     return {key: value for key, value in latest.items() if value is not None}
 
@@ -301,65 +237,22 @@ def tombstoned(latest: Mapping[str, dict[str, object] | None]) -> set[str]:
     return {key for key, value in latest.items() if value is None}
 
 
-def compact_snapshots(kafka: LocalKafka, snapshots: Mapping[str, Sequence[Record]]) -> list[Sent]:
-    """Produce each snapshot into its (fast-rolling) topic, roll every partition's segment by re-sending its
-    last record, wait until the log cleaner has kept only the last record per key in the rolled segments,
-    then stop rolling so the cleaner leaves the rest of the test alone."""
-    bootstrap = kafka.bootstrap_servers
-    sent = {topic: send(bootstrap, topic, records) for topic, records in snapshots.items()}
-    time.sleep(0.3)  # past segment.ms, so the next append to each partition rolls its segment
-    surviving: dict[str, int] = {}
-    for topic, records in sent.items():
-        last_per_partition = {record.partition: record for record in records}
-        surviving[topic] = len({(r.partition, r.key) for r in records}) + len(last_per_partition)
-        records.extend(send(bootstrap, topic, [(r.key, r.value) for r in last_per_partition.values()]))
-    wait_for(
-        lambda: all(len(read_records(bootstrap, topic)) == count for topic, count in surviving.items()),
-        timeout=40,
-        what=f"the log cleaner to compact {', '.join(surviving)}",
-    )
-    admin = kafka.admin()
-    try:
-        admin.alter_configs(
-            [
-                ConfigResource(
-                    ConfigResourceType.TOPIC,
-                    topic,
-                    configs={"cleanup.policy": "compact", "segment.ms": str(7 * 24 * 3600 * 1000)},
-                )
-                for topic in snapshots
-            ]
-        )
-    finally:
-        admin.close()
-    return [record for records in sent.values() for record in records]
-
-
 @pytest.fixture
-def job_config(kafka: LocalKafka, topic_name: str, tmp_path: Path) -> Iterator[UserViewJobConfig]:
+def job_config(kafka: LocalKafka, topic_name: str, tmp_path: Path) -> UserViewJobConfig:
     config = UserViewJobConfig(
-        streaming=StreamingJobConfig(
-            query_name="user-view",
-            bootstrap_servers=kafka.bootstrap_servers,
-            checkpoint_dir=str(tmp_path / "checkpoints"),
-            metrics_port=0,
-            trigger_interval="500 milliseconds",
-            dead_letter_topic=f"{topic_name}-dead-letters",
-        ),
+        streaming=streaming_config("user-view", kafka.bootstrap_servers, tmp_path, topic_name),
         users_topic=f"{topic_name}-users",
         orders_topic=f"{topic_name}-orders",
         output_topic=f"{topic_name}-user-view",
     )
-    fast_compaction = {"segment.ms": "100", "min.cleanable.dirty.ratio": "0.001"}
-    kafka.create_topics(
-        [
-            TopicSpec(config.users_topic, partitions=2, compact=True, extra_config=fast_compaction),
-            TopicSpec(config.orders_topic, partitions=2, compact=True, extra_config=fast_compaction),
-            TopicSpec(config.output_topic, partitions=2, compact=True),
-            TopicSpec(config.streaming.dead_letter_topic),
-        ]
+    create_job_topics(
+        kafka,
+        config.streaming,
+        TopicSpec(config.users_topic, partitions=2, compact=True, extra_config=FAST_COMPACTION),
+        TopicSpec(config.orders_topic, partitions=2, compact=True, extra_config=FAST_COMPACTION),
+        TopicSpec(config.output_topic, partitions=2, compact=True),
     )
-    yield config
+    return config
 
 
 # --- tests -------------------------------------------------------------------------------------------------
@@ -381,33 +274,30 @@ def test_view_topic_equals_the_view_of_the_changelogs(
     orders = [record for record in snapshot if record.topic == orders_topic]
     assert len(read_records(bootstrap, orders_topic)) < len(orders)  # the job starts on compacted logs
     first_users, first_orders = phase_one()
-    sent_users = send(bootstrap, users_topic, first_users)
-    sent_orders = send(bootstrap, orders_topic, first_orders)
+    sent_users = produce(bootstrap, users_topic, first_users)
+    sent_orders = produce(bootstrap, orders_topic, first_orders)
     users, orders = users + sent_users, orders + sent_orders
     views: list[dict[str, dict[str, object] | None]] = []
     expected: list[dict[str, dict[str, object]]] = []
-    queries = start_queries(spark, job_config)
-    try:
+    with running(start_queries(spark, job_config)) as queries:
         process_all(queries)
-        views.append(latest_per_key(read_records(bootstrap, view_topic)))
+        views.append(latest_per_key(read_records(bootstrap, view_topic), tombstones=True))
         expected.append(expected_view(users, orders))
         first_count = len(read_records(bootstrap, view_topic))
         for phase in (phase_two, phase_three):
             phase_users, phase_orders = phase()
-            users += send(bootstrap, users_topic, phase_users)
-            orders += send(bootstrap, orders_topic, phase_orders)
+            users += produce(bootstrap, users_topic, phase_users)
+            orders += produce(bootstrap, orders_topic, phase_orders)
             process_all(queries)
-            views.append(latest_per_key(read_records(bootstrap, view_topic)))
+            views.append(latest_per_key(read_records(bootstrap, view_topic), tombstones=True))
             expected.append(expected_view(users, orders))
-        input_rows = {q.name: sum(p["numInputRows"] for p in q.recentProgress) for q in queries}
-    finally:
-        stop_all(queries)
+        rows_read = input_rows(queries)
 
     for view, reference in zip(views, expected, strict=True):
         assert rows(view) == reference
     # Both queries count each record they read once (the compacted-away ones are never read).
     in_topics = len(read_records(bootstrap, users_topic)) + len(read_records(bootstrap, orders_topic))
-    assert input_rows == {"user-view": in_topics, "user-view.dead-letters": in_topics}
+    assert rows_read == {"user-view": in_topics, "user-view.dead-letters": in_topics}
     # The first batch writes one record per user in the view and no tombstone (nothing was there yet).
     assert first_count == len(expected[0]) and not tombstoned(views[0])
     # A user who leaves the view leaves a tombstone; only such users do.
@@ -432,30 +322,26 @@ def test_view_topic_equals_the_view_of_the_changelogs(
     assert all(
         change(sent, "user_id" if sent.topic == users_topic else "order_id") is None for sent, _ in bad
     )
-    dead_letters = read_records(bootstrap, job_config.streaming.dead_letter_topic)
-    assert {
-        record.key.decode(): dict(record.headers)["dead_letter.reason"].decode() for record in dead_letters
-    } == {sent.position: reason for sent, reason in bad}
+    dead_letters = read_dead_letters(bootstrap, job_config.streaming.dead_letter_topic)
+    assert {letter.origin: letter.reason for letter in dead_letters} == {
+        sent.position: reason for sent, reason in bad
+    }
 
     # A batch re-run after a failure rewrites nothing (the topic already holds its view); the next batch
     # writes exactly the one row that a new change alters.
     before = read_records(bootstrap, view_topic)
-    last = max(int(name) for name in os.listdir(checkpoint / "commits") if name.isdigit())
-    for name in (str(last), f".{last}.crc"):
-        (checkpoint / "commits" / name).unlink(missing_ok=True)
-    orders += send(bootstrap, orders_topic, [order("o13", "erin", 12.5, "placed", 12)])
-    queries = start_queries(spark, job_config)
-    try:
+    forget_last_commit(checkpoint)
+    orders += produce(bootstrap, orders_topic, [order("o13", "erin", 12.5, "placed", 12)])
+    with running(start_queries(spark, job_config)) as queries:
         process_all(queries)
-    finally:
-        stop_all(queries)
     after = read_records(bootstrap, view_topic)
     final = expected_view(users, orders)
     written = Counter((r.key, r.value) for r in after) - Counter((r.key, r.value) for r in before)
-    assert [(key.decode(), json.loads(value)) for key, value in written.elements()] == [
-        ("erin", final["erin"])
-    ]
-    assert rows(latest_per_key(after)) == final
+    assert [
+        (None if key is None else key.decode(), None if value is None else json.loads(value))
+        for key, value in written.elements()
+    ] == [("erin", final["erin"])]
+    assert rows(latest_per_key(after, tombstones=True)) == final
 
 
 def test_changes_are_the_rows_that_differ_and_tombstones_for_the_gone(spark: SparkSession) -> None:
@@ -561,7 +447,8 @@ def test_changelog_producer_writes_keyed_changes_and_stops_on_sigterm(
     expected = generate(users=20, seed=7, count=sum(map(len, written.values())))
     for table, topic in (("users", users_topic), ("orders", orders_topic)):
         assert [
-            (r.key.decode(), r.value is None) for r in sorted(written[topic], key=lambda r: r.offset)
+            (None if r.key is None else r.key.decode(), r.value is None)
+            for r in sorted(written[topic], key=lambda r: r.offset)
         ] == [(c.key, c.row is None) for c in expected if c.table == table]
     deletes = sum(c.row is None for c in expected)
     assert output.strip() == (
