@@ -65,8 +65,8 @@ def _build_parser() -> argparse.ArgumentParser:
     up.add_argument("--prometheus-port", type=int, default=9090, help="0 picks a free port")
     up.add_argument("--metrics-port", type=int, default=9401, help="first job's metrics port; 0 picks free")
     up.add_argument("--exporter-port", type=int, default=9308, help="lag exporter; 0 picks a free port")
-    up.add_argument("--rate", type=float, default=200.0, help="events per second from each producer")
-    up.add_argument("--trigger-interval", default="2 seconds", help="micro-batch trigger of every job")
+    up.add_argument("--rate", type=float, default=50.0, help="events per second from each producer")
+    up.add_argument("--trigger-interval", default="5 seconds", help="micro-batch trigger of every job")
     up.add_argument(
         "--jobs",
         default=None,

@@ -35,8 +35,8 @@ class LocalStackOptions:
     prometheus_port: int = 9090
     metrics_port: int = 9401
     exporter_port: int = 9308
-    rate: float = 200.0
-    trigger_interval: str = "2 seconds"
+    rate: float = 50.0
+    trigger_interval: str = "5 seconds"
 
 
 def state_path(workdir: Path) -> Path:
