@@ -58,6 +58,14 @@ class TopicSpec:
         return config
 
 
+def _cluster_id() -> str:
+    """A random KRaft cluster id that, like Kafka's own, never starts with '-' (read as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 class LocalKafka:
     """Formats storage, starts the broker, waits until it answers, creates topics, stops it."""
 
@@ -126,7 +134,7 @@ class LocalKafka:
     def start(self, timeout: float = 90.0) -> LocalKafka:
         self.workdir.mkdir(parents=True, exist_ok=True)
         config_path = self._write_config()
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = _cluster_id()
         formatted = subprocess.run(
             self._java(
                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config_path), "--standalone"
