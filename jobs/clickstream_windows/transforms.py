@@ -9,7 +9,6 @@ from jobs.common.encoding import iso_millis, json_value, kafka_header, record_po
 from jobs.common.events import valid_events
 
 # Re-exported for the tests and scripts that import it from here.
-from jobs.common.schemas import decode_page_views as decode_page_views  # noqa: PLC0414
 
 
 def page_views(decoded: DataFrame) -> DataFrame:

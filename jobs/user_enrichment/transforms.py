@@ -9,7 +9,6 @@ from jobs.common.changelog import current_rows
 from jobs.common.encoding import iso_millis, json_value, record_position
 
 # Re-exported for the tests that import it from here.
-from jobs.common.schemas import decode_profiles as decode_profiles  # noqa: PLC0414
 
 
 def page_views_with_source(decoded_views: DataFrame) -> DataFrame:

@@ -14,7 +14,6 @@ from jobs.clickstream_windows.transforms import (
     count_hopping_views,
     count_session_views,
     count_views_per_url,
-    decode_page_views,
     dimension_counts_as_records,
     late_views,
     late_views_as_records,
@@ -22,6 +21,7 @@ from jobs.clickstream_windows.transforms import (
     window_counts_as_records,
 )
 from jobs.common.config import EventLimits
+from jobs.common.schemas import decode_page_views
 
 pytestmark = pytest.mark.spark
 

@@ -21,8 +21,9 @@ from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from jobs.common.config import EventLimits
+from jobs.common.schemas import decode_profiles
 from jobs.user_enrichment.main import EnrichmentJobConfig, start_queries
-from jobs.user_enrichment.transforms import current_profiles, decode_profiles
+from jobs.user_enrichment.transforms import current_profiles
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.jobs.streaming_helpers import (
     create_job_topics,
