@@ -109,16 +109,17 @@ def _temp(name: str) -> Column:
     return F.col(f"{_TEMP}{name}")
 
 
-def _field_columns(parsed: Column, index: int, event_field: EventField) -> dict[str, Column]:
-    """Per field, computed once per record: its JSON type, its typed value, and its text for timestamps."""
-    path = f"$.{event_field.name}"
-    columns = {f"type_{index}": F.schema_of_variant(F.try_variant_get(parsed, path, "variant"))}
+def _field_columns(index: int, event_field: EventField) -> dict[str, Column]:
+    """Per field, computed once per record from the field's own variant: its JSON type, its typed value,
+    and its text for timestamps."""
+    field_value = _temp(f"field_{index}")
+    columns = {f"type_{index}": F.schema_of_variant(field_value)}
     if event_field.kind == "timestamp":
-        columns[f"text_{index}"] = F.try_variant_get(parsed, path, "string")
-        columns[f"value_{index}"] = F.try_to_timestamp(F.try_variant_get(parsed, path, "string"))
+        columns[f"text_{index}"] = F.try_variant_get(field_value, "$", "string")
+        columns[f"value_{index}"] = F.try_to_timestamp(F.try_variant_get(field_value, "$", "string"))
     else:
         columns[f"value_{index}"] = F.try_variant_get(
-            parsed, path, _SPARK_TYPES[event_field.kind].simpleString()
+            field_value, "$", _SPARK_TYPES[event_field.kind].simpleString()
         )
     return columns
 
@@ -166,14 +167,23 @@ def decode_events(kafka_records: DataFrame, schema: EventSchema, limits: EventLi
     with_text = kafka_records.withColumn(f"{_TEMP}text", value.cast("string"))
     with_parsed = with_text.withColumn(f"{_TEMP}parsed", F.try_parse_json(_temp("text")))
     parsed = _temp("parsed")
+    with_fields = with_parsed.select(
+        "*",
+        *[
+            F.try_variant_get(parsed, f"$.{event_field.name}", "variant").alias(f"{_TEMP}field_{index}")
+            for index, event_field in enumerate(schema.fields)
+        ],
+    )
     derived: dict[str, Column] = {
         "utf8": F.is_valid_utf8(_temp("text")),
         "bytes": F.octet_length(value),
-        "root_type": F.schema_of_variant(parsed),
+        # Valid JSON is an object exactly when its first non-blank character is '{'; much cheaper per
+        # record than the root's schema, which only a dead letter's detail needs.
+        "is_object": F.expr(f"trim(LEADING ' \\t\\n\\r' FROM `{_TEMP}text`)").startswith("{"),
     }
     for index, event_field in enumerate(schema.fields):
-        derived.update(_field_columns(parsed, index, event_field))
-    staged = with_parsed.select("*", *[column.alias(f"{_TEMP}{name}") for name, column in derived.items()])
+        derived.update(_field_columns(index, event_field))
+    staged = with_fields.select("*", *[column.alias(f"{_TEMP}{name}") for name, column in derived.items()])
 
     checks: list[tuple[Column, str, Column]] = [
         (value.isNull(), "empty", F.lit("record has no value")),
@@ -185,9 +195,9 @@ def decode_events(kafka_records: DataFrame, schema: EventSchema, limits: EventLi
         (~_temp("utf8"), "not_utf8", F.lit("value is not valid UTF-8")),
         (parsed.isNull(), "malformed_json", F.lit("value is not valid JSON")),
         (
-            ~_temp("root_type").startswith("OBJECT"),
+            ~_temp("is_object"),
             "not_an_object",
-            F.format_string("value is %s, expected a JSON object", _temp("root_type")),
+            F.format_string("value is %s, expected a JSON object", F.schema_of_variant(parsed)),
         ),
     ]
     for index, event_field in enumerate(schema.fields):

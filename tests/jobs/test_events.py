@@ -59,6 +59,8 @@ CASES: list[tuple[str, bytes | None, str | None]] = [
     ("not JSON at all", b"order o-1 paid", "malformed_json"),
     ("JSON array", b"[1, 2, 3]", "not_an_object"),
     ("JSON string", b'"o-1"', "not_an_object"),
+    ("JSON array after blanks", b" \t\r\n [1]", "not_an_object"),
+    ("valid after blanks", b" \n\t\r" + order(), None),
     ("missing field", order(quantity=...), "missing_field"),
     ("null field", order(paid=None), "missing_field"),
     ("string where a number goes", order(amount="12.5"), "wrong_type"),
