@@ -20,6 +20,11 @@ from pyspark.sql.streaming.query import StreamingQuery
 from jobs.common.config import ConfigError, StreamingJobConfig
 
 
+def kafka_options(config: StreamingJobConfig) -> dict[str, str]:
+    """Where Kafka is and how to authenticate, as Spark Kafka source/sink options."""
+    return {"kafka.bootstrap.servers": config.bootstrap_servers, **config.kafka_security.spark_options()}
+
+
 def read_kafka_stream(spark: SparkSession, config: StreamingJobConfig, topics: Sequence[str]) -> DataFrame:
     """Kafka records (key, value, topic, partition, offset, timestamp, ...) of the given topics.
 
@@ -28,7 +33,7 @@ def read_kafka_stream(spark: SparkSession, config: StreamingJobConfig, topics: S
     """
     reader = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", config.bootstrap_servers)
+        .options(**kafka_options(config))
         .option("subscribe", ",".join(topics))
         .option("failOnDataLoss", "true")
         .option("includeHeaders", "false")
@@ -49,7 +54,7 @@ def read_topic_until(
     batch DataFrame. Offsets missing below the end are what compaction removed, not lost data."""
     return (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", config.bootstrap_servers)
+        .options(**kafka_options(config))
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest" if end_offsets is None else json.dumps({topic: end_offsets}))
@@ -76,7 +81,7 @@ def write_kafka_stream(
     writer = (
         records.writeStream.format("kafka")
         .queryName(query_name)
-        .option("kafka.bootstrap.servers", config.bootstrap_servers)
+        .options(**kafka_options(config))
         .option("checkpointLocation", config.checkpoint_for(query_name))
         .outputMode(output_mode)
         .trigger(processingTime=config.trigger_interval)
@@ -88,12 +93,7 @@ def write_kafka_stream(
 
 def write_kafka_batch(records: DataFrame, config: StreamingJobConfig, topic: str) -> None:
     """Write a batch DataFrame of `key`/`value` (and optional `headers`) rows to a topic (in foreachBatch)."""
-    (
-        records.write.format("kafka")
-        .option("kafka.bootstrap.servers", config.bootstrap_servers)
-        .option("topic", topic)
-        .save()
-    )
+    (records.write.format("kafka").options(**kafka_options(config)).option("topic", topic).save())
 
 
 def start_foreach_batch_query(
@@ -125,7 +125,11 @@ def require_existing_topics(
     deadline = time.monotonic() + timeout
     while True:
         try:
-            consumer = KafkaConsumer(bootstrap_servers=config.bootstrap_servers, client_id=config.query_name)
+            consumer = KafkaConsumer(
+                bootstrap_servers=config.bootstrap_servers,
+                client_id=config.query_name,
+                **config.kafka_security.client_options(),
+            )
             try:
                 existing = consumer.topics()
             finally:

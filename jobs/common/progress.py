@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -280,9 +280,12 @@ def kafka_end_offsets(progress: dict[str, Any]) -> dict[str, dict[str, int]]:
 class ShadowGroups:
     """One committer per query, to the group `<prefix><query name>`, created on the query's first batch."""
 
-    def __init__(self, bootstrap_servers: str, prefix: str) -> None:
+    def __init__(
+        self, bootstrap_servers: str, prefix: str, client_options: Mapping[str, Any] | None = None
+    ) -> None:
         self._bootstrap_servers = bootstrap_servers
         self._prefix = prefix
+        self._client_options = dict(client_options or {})
         self._committers: dict[str, ShadowGroupCommitter] = {}
         self._lock = threading.Lock()
 
@@ -290,7 +293,11 @@ class ShadowGroups:
         with self._lock:
             committer = self._committers.get(query_name)
             if committer is None:
-                committer = ShadowGroupCommitter(self._bootstrap_servers, f"{self._prefix}{query_name}")
+                committer = ShadowGroupCommitter(
+                    self._bootstrap_servers,
+                    f"{self._prefix}{query_name}",
+                    client_options=self._client_options,
+                )
                 self._committers[query_name] = committer
         committer.submit(offsets)
 
@@ -332,7 +339,9 @@ def serve_progress_metrics(spark: SparkSession, config: StreamingJobConfig) -> Q
     )
     start_http_server(config.metrics_port, addr=config.metrics_host, registry=registry)
     shadow_groups = (
-        ShadowGroups(config.bootstrap_servers, config.shadow_group_prefix)
+        ShadowGroups(
+            config.bootstrap_servers, config.shadow_group_prefix, config.kafka_security.client_options()
+        )
         if config.shadow_group_prefix
         else None
     )

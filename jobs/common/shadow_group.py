@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
@@ -28,11 +30,13 @@ class ShadowGroupCommitter:
         group_id: str,
         client_id: str = "streamstack-shadow",
         retry_seconds: float = 2.0,
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.group_id = group_id
         self._retry_seconds = retry_seconds
         self._bootstrap_servers = bootstrap_servers
         self._client_id = client_id
+        self._client_options = dict(client_options or {})
         self._pending: Offsets | None = None
         self._condition = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=f"shadow-group-{group_id}", daemon=True)
@@ -69,6 +73,7 @@ class ShadowGroupCommitter:
                     group_id=self.group_id,
                     client_id=self._client_id,
                     enable_auto_commit=False,
+                    **self._client_options,
                 )
             consumer.commit(
                 {

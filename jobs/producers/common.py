@@ -4,6 +4,7 @@ producer flushed on the way out, and sending at a steady rate until a limit or S
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -11,6 +12,8 @@ from datetime import UTC, datetime
 from types import FrameType
 
 from kafka import KafkaProducer
+
+from jobs.common.config import ConfigError, KafkaSecurity
 
 
 def positive_float(text: str) -> float:
@@ -56,7 +59,14 @@ class SendLoop:
         self._interval = 1.0 / rate
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all", linger_ms=20)
+        try:
+            # Credentials come from the environment, as for the jobs (see KafkaSecurity).
+            security = KafkaSecurity.from_environment(os.environ)
+        except ConfigError as error:
+            raise SystemExit(f"error: {error}") from None
+        self.producer = KafkaProducer(
+            bootstrap_servers=bootstrap_servers, acks="all", linger_ms=20, **security.client_options()
+        )
 
     def _stop(self, _signum: int, _frame: FrameType | None) -> None:
         self.stopping = True

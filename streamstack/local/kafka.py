@@ -1,4 +1,13 @@
-"""A single-node KRaft Kafka (broker and controller in one JVM) on 127.0.0.1."""
+"""A single-node KRaft Kafka (broker and controller in one JVM) on 127.0.0.1.
+
+By default one PLAINTEXT listener. With `SecuredListeners` the broker also gets secured client listeners, for
+testing clients against real authentication and encryption: `SASL_PLAINTEXT` (SCRAM) when SCRAM is enabled,
+`SSL` when a keystore is given, `SASL_SSL` with both. The controller and inter-broker listeners stay
+PLAINTEXT, and so does the bootstrap address every other caller uses. SCRAM users are created through the
+admin API after start-up (AlterUserScramCredentials, what `kafka-configs --alter --add-config SCRAM-...`
+sends), so no password is ever on a command line. `make_tls_material` makes a self-signed broker
+certificate for 127.0.0.1 with the JDK's keytool.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
+from kafka.admin import NewTopic, UserScramCredentialUpsertion
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from streamstack.errors import StreamstackError
@@ -58,6 +67,87 @@ class TopicSpec:
         return config
 
 
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+_SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+
+
+@dataclass(frozen=True)
+class BrokerKeystore:
+    """The broker's TLS identity: a PKCS12 keystore holding its key and certificate chain."""
+
+    path: Path
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class TlsMaterial:
+    """What `make_tls_material` produced: the broker's keystore and the certificate clients trust."""
+
+    keystore: BrokerKeystore
+    ca_certificate: Path  # PEM, for a client's ssl_cafile (self-signed: it is its own CA)
+
+
+@dataclass(frozen=True)
+class SecuredListeners:
+    """Secured client listeners to add beside PLAINTEXT (see the module docstring)."""
+
+    scram_mechanisms: tuple[str, ...] = ()
+    keystore: BrokerKeystore | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [mechanism for mechanism in self.scram_mechanisms if mechanism not in SCRAM_MECHANISMS]
+        if unknown:
+            raise StreamstackError(
+                f"scram_mechanisms {unknown[0]!r}: expected one of {', '.join(SCRAM_MECHANISMS)}"
+            )
+        if not self.scram_mechanisms and self.keystore is None:
+            raise StreamstackError("SecuredListeners needs scram_mechanisms, a keystore, or both")
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        """The security protocols of the secured listeners, each one listener named after it."""
+        protocols = []
+        if self.scram_mechanisms:
+            protocols.append("SASL_PLAINTEXT")
+        if self.keystore is not None:
+            protocols.append("SSL")
+            if self.scram_mechanisms:
+                protocols.append("SASL_SSL")
+        return tuple(protocols)
+
+
+def make_tls_material(java: Path, directory: Path, password: str, host: str = LOOPBACK) -> TlsMaterial:
+    """A self-signed broker certificate for `host` (an IP SAN, so clients verify the host name) in a PKCS12
+    keystore, and the same certificate as PEM for clients to trust; made with the keytool next to `java`
+    (two JVM starts, not the five of a CA-signed chain). The store password reaches keytool through its
+    environment, never its argv."""
+    keytool = java.parent / "keytool"
+    if not os.access(keytool, os.X_OK):
+        raise StreamstackError(f"no keytool next to {java}: a JDK (not only a JRE) is needed for TLS")
+    directory.mkdir(parents=True, exist_ok=True)
+    keystore, certificate = directory / "broker.p12", directory / "broker.pem"
+    env = {**os.environ, "STREAMSTACK_STORE_PASSWORD": password}
+    store = [
+        "-keystore",
+        str(keystore),
+        "-storetype",
+        "PKCS12",
+        "-storepass:env",
+        "STREAMSTACK_STORE_PASSWORD",
+    ]
+    fast_jvm = ["-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC"]
+    new_key = ["-keyalg", "RSA", "-keysize", "2048", "-validity", "2"]
+    for step in (
+        ["-genkeypair", "-alias", "broker", "-dname", f"CN={host}", "-ext", f"SAN=ip:{host}", *new_key],
+        ["-exportcert", "-rfc", "-alias", "broker", "-file", str(certificate)],
+    ):
+        argv = [str(keytool), *fast_jvm, *step, *store]
+        result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=120)
+        if result.returncode != 0:
+            raise StreamstackError(f"keytool {step[0]} failed: {(result.stderr or result.stdout).strip()}")
+    return TlsMaterial(BrokerKeystore(keystore, password), certificate)
+
+
 def _cluster_id() -> str:
     """A random KRaft cluster id that, like Kafka's own, never starts with '-' (read as an option)."""
     while True:
@@ -69,18 +159,35 @@ def _cluster_id() -> str:
 class LocalKafka:
     """Formats storage, starts the broker, waits until it answers, creates topics, stops it."""
 
-    def __init__(self, runtimes: Runtimes, workdir: Path, port: int = 0, heap: str = "768m") -> None:
+    def __init__(
+        self,
+        runtimes: Runtimes,
+        workdir: Path,
+        port: int = 0,
+        heap: str = "768m",
+        secured: SecuredListeners | None = None,
+    ) -> None:
         self.runtimes = runtimes
         self.workdir = workdir
         self.port = claim_port(port, "Kafka", "--kafka-port")
         self.controller_port = free_port()
         self.heap = heap
+        self.secured = secured
+        self.secured_ports = {protocol: free_port() for protocol in secured.protocols} if secured else {}
         self.log_path = workdir / "kafka.log"
         self._process: ManagedProcess | None = None
 
     @property
     def bootstrap_servers(self) -> str:
         return f"{LOOPBACK}:{self.port}"
+
+    def address(self, security_protocol: str) -> str:
+        """The bootstrap address of the listener for `security_protocol` (PLAINTEXT or a secured one)."""
+        if security_protocol == "PLAINTEXT":
+            return self.bootstrap_servers
+        if security_protocol not in self.secured_ports:
+            raise StreamstackError(f"this broker has no {security_protocol} listener")
+        return f"{LOOPBACK}:{self.secured_ports[security_protocol]}"
 
     @property
     def pid(self) -> int:
@@ -126,10 +233,35 @@ class LocalKafka:
             "auto.create.topics.enable": "false",
             "log.cleaner.backoff.ms": "1000",
         }
+        if self.secured is not None:
+            properties.update(self._secured_properties(self.secured))
         config_path = self.workdir / "server.properties"
         config_path.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
         (self.workdir / "log4j2.properties").write_text(_LOG4J2)
         return config_path
+
+    def _secured_properties(self, secured: SecuredListeners) -> dict[str, str]:
+        listeners = [f"{protocol}://{LOOPBACK}:{port}" for protocol, port in self.secured_ports.items()]
+        properties = {
+            "listeners": ",".join([f"PLAINTEXT://{LOOPBACK}:{self.port}", *listeners])
+            + f",CONTROLLER://{LOOPBACK}:{self.controller_port}",
+            "advertised.listeners": ",".join([f"PLAINTEXT://{LOOPBACK}:{self.port}", *listeners]),
+            "listener.security.protocol.map": ",".join(
+                ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT", *(f"{p}:{p}" for p in self.secured_ports)]
+            ),
+        }
+        if secured.scram_mechanisms:
+            properties["sasl.enabled.mechanisms"] = ",".join(secured.scram_mechanisms)
+            for protocol in self.secured_ports:
+                if protocol.startswith("SASL_"):
+                    for mechanism in secured.scram_mechanisms:
+                        key = f"listener.name.{protocol.lower()}.{mechanism.lower()}.sasl.jaas.config"
+                        properties[key] = _SCRAM_LOGIN
+        if secured.keystore is not None:
+            properties["ssl.keystore.type"] = "PKCS12"
+            properties["ssl.keystore.location"] = str(secured.keystore.path)
+            properties["ssl.keystore.password"] = secured.keystore.password
+        return properties
 
     def start(self, timeout: float = 90.0) -> LocalKafka:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -178,6 +310,22 @@ class LocalKafka:
 
     def admin(self) -> KafkaAdminClient:
         return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id="streamstack")
+
+    def add_scram_user(self, username: str, password: str, mechanism: str = "SCRAM-SHA-512") -> None:
+        """Create or update a SCRAM credential (through the PLAINTEXT listener, no password on any argv)."""
+        if self.secured is None or mechanism not in self.secured.scram_mechanisms:
+            raise StreamstackError(f"{mechanism} is not enabled on this broker (SecuredListeners)")
+        admin = self.admin()
+        try:
+            errors = admin.alter_user_scram_credentials(
+                [UserScramCredentialUpsertion(username, mechanism, password)]
+            )
+        finally:
+            admin.close()
+        if errors.get(username):
+            raise StreamstackError(
+                f"creating the {mechanism} credential of {username} failed: {errors[username]}"
+            )
 
     def create_topics(self, topics: Iterable[TopicSpec], timeout: float = 30.0) -> None:
         """Create the topics (existing ones stay as they are); wait until every partition has a leader."""
