@@ -1,4 +1,4 @@
-"""A local Prometheus with a generated scrape config, bound to 127.0.0.1."""
+"""A local Prometheus on 127.0.0.1 with a generated scrape config, evaluating monitoring/rules/*.yaml."""
 
 from __future__ import annotations
 
@@ -16,7 +16,12 @@ import yaml
 from streamstack.errors import StreamstackError
 from streamstack.local.ports import LOOPBACK, claim_port
 from streamstack.local.process import ManagedProcess
+from streamstack.paths import REPO_ROOT
 from streamstack.runtimes import Runtimes
+
+RULE_FILES = REPO_ROOT / "monitoring" / "rules" / "*.yaml"
+"""The recording and alerting rules (a glob: Prometheus expands it; the promtool tests under tests/ are
+not rule files)."""
 
 
 def scrape_config(
@@ -43,13 +48,15 @@ class LocalPrometheus:
         targets_by_scrape_job: Mapping[str, Sequence[str]],
         port: int = 0,
         scrape_interval: str = "2s",
+        *,
+        rule_files: Sequence[Path] = (RULE_FILES,),
     ) -> None:
         self.runtimes = runtimes
         self.workdir = workdir
         self.port = claim_port(port, "Prometheus", "--prometheus-port")
         self.config_path = workdir / "prometheus.yml"
         self.log_path = workdir / "prometheus.log"
-        self._config = scrape_config(targets_by_scrape_job, scrape_interval)
+        self._config = scrape_config(targets_by_scrape_job, scrape_interval, rule_files)
         self._process: ManagedProcess | None = None
 
     @property
@@ -104,6 +111,31 @@ def query_prometheus(url: str, promql: str, timeout: float = 5.0) -> list[dict[s
     request_url = f"{url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
     with urllib.request.urlopen(request_url, timeout=timeout) as response:
         body = json.load(response)
+    if body.get("status") != "success":
+        raise StreamstackError(f"Prometheus query {promql!r} failed: {body.get('error')}")
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+def query_prometheus_range(
+    url: str, promql: str, start: float, end: float, *, step: float, timeout: float = 10.0
+) -> list[dict[str, Any]]:
+    """Range query; the result matrix (each series' `metric` labels and `values` [[time, "value"], ...]).
+
+    A query Prometheus rejects raises StreamstackError with Prometheus' message (HTTP 400 carries it too)."""
+    parameters = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+    request_url = f"{url}/api/v1/query_range?{urllib.parse.urlencode(parameters)}"
+    try:
+        with urllib.request.urlopen(request_url, timeout=timeout) as response:
+            body = json.load(response)
+    except urllib.error.HTTPError as error:
+        try:
+            body = json.load(error)
+        except json.JSONDecodeError:
+            raise StreamstackError(f"{url} answered HTTP {error.code}: is it Prometheus?") from None
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+        reason = getattr(error, "reason", error)
+        raise StreamstackError(f"cannot reach Prometheus at {url} ({reason})") from None
     if body.get("status") != "success":
         raise StreamstackError(f"Prometheus query {promql!r} failed: {body.get('error')}")
     result: list[dict[str, Any]] = body["data"]["result"]

@@ -1,0 +1,213 @@
+"""Streamstack / Pipeline overview: per streaming job, lag, throughput, backpressure, event time, state, dead
+letters and health. Lag comes from the lag exporter (`streamstack_lag_*`), the rest from the jobs' drivers
+(`streamstack_query_*`)."""
+
+from __future__ import annotations
+
+from monitoring.dashboards.spec import (
+    GROUPS_OF_JOB,
+    QUERIES_OF_JOB,
+    RATE_INTERVAL,
+    Dashboard,
+    Panel,
+    Row,
+    Target,
+    job_variable,
+    namespace_variable,
+)
+
+ROWS_PER_SECOND = "suffix: rows/s"
+
+LAG_SECONDS = Panel(
+    "Lag in seconds",
+    "Age of the oldest record each consumer has not processed yet (worst partition of the group); the red "
+    "line is the 60 s lag SLO. Checkpoint and shadow groups of the same query normally coincide.",
+    (
+        Target(
+            f"max by (source, group) (streamstack_lag_group_max_seconds{{{GROUPS_OF_JOB}}})",
+            "{{group}} ({{source}})",
+        ),
+    ),
+    unit="s",
+    threshold=60,
+)
+LAG_RECORDS = Panel(
+    "Lag in records",
+    "Records between each consumer's committed position and the end of the log, summed over partitions.",
+    (
+        Target(
+            f"sum by (source, group) (streamstack_lag_group_records{{{GROUPS_OF_JOB}}})",
+            "{{group}} ({{source}})",
+        ),
+    ),
+)
+SLO_BURN = Panel(
+    "Time over the lag SLO, last hour",
+    "Fraction of the last hour each group was more than 60 s behind (recording rule "
+    "source_group:streamstack_lag_slo_breach:ratio_1h). The SLO allows 1% (the red line); 14.4% pages.",
+    (
+        Target(
+            f"max by (source, group) (source_group:streamstack_lag_slo_breach:ratio_1h{{{GROUPS_OF_JOB}}})",
+            "{{group}} ({{source}})",
+        ),
+    ),
+    unit="percentunit",
+    threshold=0.01,
+)
+CATCH_UP_ETA = Panel(
+    "Catch-up ETA",
+    "Lag divided by the rate the consumer commits at: how long until it is caught up if input stopped. "
+    "+Inf: lagging and not consuming.",
+    (
+        Target(
+            f"max by (source, group) (streamstack_lag_catch_up_eta_seconds{{{GROUPS_OF_JOB}}})",
+            "{{group}} ({{source}})",
+        ),
+    ),
+    unit="s",
+)
+INPUT_VS_PROCESSED = Panel(
+    "Input vs processed rows per second",
+    "Rows per second arriving in each batch against rows per second the batch processed. Processed "
+    "persistently below input means the query falls behind.",
+    (
+        Target(
+            f"sum by (query) (streamstack_query_input_rows_per_second{{{QUERIES_OF_JOB}}})", "{{query}} input"
+        ),
+        Target(
+            f"sum by (query) (streamstack_query_processed_rows_per_second{{{QUERIES_OF_JOB}}})",
+            "{{query}} processed",
+        ),
+    ),
+    unit=ROWS_PER_SECOND,
+)
+BATCH_UTILIZATION = Panel(
+    "Batch utilization",
+    "Trigger execution time of the last batch divided by the trigger interval. Above 100% (the red line) "
+    "every batch starts late and the query falls behind: backpressure.",
+    (Target(f"max by (query) (streamstack_query_batch_utilization{{{QUERIES_OF_JOB}}})", "{{query}}"),),
+    unit="percentunit",
+    threshold=1,
+)
+RATE_LIMITED = Panel(
+    "Rate limited",
+    "1 when the last batch stopped short of the latest offsets because of --max-offsets-per-trigger. "
+    "Always 1 means input outgrows the cap.",
+    (Target(f"max by (query) (streamstack_query_rate_limited{{{QUERIES_OF_JOB}}})", "{{query}}"),),
+)
+BATCH_DURATION = Panel(
+    "Batch duration",
+    "Trigger execution time of the last batch.",
+    (Target(f"max by (query) (streamstack_query_batch_duration_seconds{{{QUERIES_OF_JOB}}})", "{{query}}"),),
+    unit="s",
+)
+OFFSETS_BEHIND = Panel(
+    "Offsets behind latest, as Spark saw them",
+    "Records between the last batch's end offsets and the latest offsets Spark saw when planning it. Reads "
+    "~0 whenever a batch takes everything available: use the lag panels for the real lag.",
+    (
+        Target(
+            f"sum by (query, topic) (streamstack_query_offsets_behind_latest{{{QUERIES_OF_JOB}}})",
+            "{{query}} {{topic}}",
+        ),
+    ),
+    width=24,
+)
+WATERMARK_DELAY = Panel(
+    "Watermark delay",
+    "How far the event-time watermark trails the last batch's trigger time (stateful queries with a "
+    "watermark). Growing: event time does not keep up, results come ever later.",
+    (Target(f"max by (query) (streamstack_query_watermark_delay_seconds{{{QUERIES_OF_JOB}}})", "{{query}}"),),
+    unit="s",
+)
+LATE_ROWS = Panel(
+    "Late rows dropped by the watermark",
+    "Rows per second older than the watermark, dropped by stateful operators (windows, joins).",
+    (
+        Target(
+            "sum by (query) "
+            f"(rate(streamstack_query_rows_dropped_by_watermark_total{{{QUERIES_OF_JOB}}}[{RATE_INTERVAL}]))",
+            "{{query}}",
+        ),
+    ),
+    unit=ROWS_PER_SECOND,
+)
+STATE_ROWS = Panel(
+    "State rows",
+    "Rows held in the state stores of each stateful query.",
+    (Target(f"sum by (query) (streamstack_query_state_rows{{{QUERIES_OF_JOB}}})", "{{query}}"),),
+)
+STATE_MEMORY = Panel(
+    "State memory",
+    "Memory used by the state stores of each stateful query.",
+    (Target(f"sum by (query) (streamstack_query_state_memory_bytes{{{QUERIES_OF_JOB}}})", "{{query}}"),),
+    unit="bytes",
+)
+DEAD_LETTERS = Panel(
+    "Dead letters by reason",
+    "Malformed input records per second sent to the dead-letter topic, by reason "
+    "(see jobs/common/events.py).",
+    (
+        Target(
+            "sum by (query, reason) "
+            f"(rate(streamstack_query_dead_letters_total{{{QUERIES_OF_JOB}}}[{RATE_INTERVAL}]))",
+            "{{query}} {{reason}}",
+        ),
+    ),
+    unit=ROWS_PER_SECOND,
+)
+SINCE_PROGRESS = Panel(
+    "Seconds since last progress",
+    "Time since each active query last reported a batch or being idle; above 300 s (the red line) it "
+    "hangs and StreamstackJobNotProgressing fires.",
+    (
+        Target(
+            f"max by (query) (streamstack_query_seconds_since_last_progress{{{QUERIES_OF_JOB}}})",
+            "{{query}}",
+        ),
+    ),
+    unit="s",
+    threshold=300,
+)
+ACTIVE_QUERIES = Panel(
+    "Queries active / failed",
+    "Queries running now, and queries that stopped with an exception (their driver still up).",
+    (
+        Target(f"sum(streamstack_query_active{{{QUERIES_OF_JOB}}})", "active"),
+        Target(f"sum(streamstack_query_failed{{{QUERIES_OF_JOB}}})", "failed"),
+    ),
+    kind="stat",
+    width=6,
+)
+BATCHES = Panel(
+    "Batches per minute",
+    "Completed micro-batches per minute, per query.",
+    (
+        Target(
+            "sum by (query) "
+            f"(rate(streamstack_query_batches_total{{{QUERIES_OF_JOB}}}[{RATE_INTERVAL}])) * 60",
+            "{{query}}",
+        ),
+    ),
+    width=6,
+)
+
+PNG_PANELS = (LAG_SECONDS, LAG_RECORDS, INPUT_VS_PROCESSED, BATCH_UTILIZATION)
+"""The panels `streamstack panels` renders to a PNG."""
+
+DASHBOARD = Dashboard(
+    uid="streamstack-pipeline-overview",
+    title="Streamstack / Pipeline overview",
+    description="Per streaming job: lag (records, seconds, SLO), throughput, backpressure, event time, "
+    "state, dead letters and health.",
+    variables=(namespace_variable(), job_variable()),
+    rows=(
+        Row("Lag", (LAG_SECONDS, LAG_RECORDS, SLO_BURN, CATCH_UP_ETA)),
+        Row(
+            "Throughput and backpressure",
+            (INPUT_VS_PROCESSED, BATCH_UTILIZATION, RATE_LIMITED, BATCH_DURATION, OFFSETS_BEHIND),
+        ),
+        Row("Event time and state", (WATERMARK_DELAY, LATE_ROWS, STATE_ROWS, STATE_MEMORY)),
+        Row("Dead letters and health", (DEAD_LETTERS, SINCE_PROGRESS, ACTIVE_QUERIES, BATCHES)),
+    ),
+)
