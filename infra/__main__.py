@@ -1,0 +1,107 @@
+"""The streamstack stack: stack config -> components -> outputs (see infra/README.md).
+
+Order, enforced with depends_on: Monitoring first (its chart installs the PodMonitor/ServiceMonitor/
+PrometheusRule CRDs every other component uses), then the Spark platform (the jobs' namespace), then Kafka
+(its users live in the jobs' namespace), then the jobs and the lag exporter, which install our own charts
+(charts/streaming-job, charts/lag-exporter). Every component gets the one explicit Kubernetes provider.
+"""
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+
+from infra import config as stack_config
+from infra.components.kafka_cluster import KafkaCluster, KafkaClusterArgs
+from infra.components.lag_exporter import LagExporter, LagExporterArgs
+from infra.components.monitoring import Monitoring, MonitoringArgs
+from infra.components.spark_platform import SparkPlatform, SparkPlatformArgs
+from infra.components.streaming_job import StreamingJob, StreamingJobArgs
+from infra.kafka_access import exporter_user, job_user, load_generator_user
+from infra.network import LOAD_GENERATOR_POD_LABELS, Peers
+
+config = stack_config.load()
+cluster, kafka_config, spark_config = config.cluster, config.kafka, config.spark
+provider = kubernetes.Provider("kubernetes", context=cluster.kubeconfig_context)
+
+
+def after(*dependencies: pulumi.Resource) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(provider=provider, depends_on=list(dependencies))
+
+
+monitoring_namespace = config.monitoring.namespace
+peers = Peers.of(kafka_config, monitoring_namespace)
+scrape_ports = {job.metrics_port for job in config.jobs}
+if config.lag_exporter.enabled:
+    scrape_ports.add(config.lag_exporter.port)
+monitoring = Monitoring("monitoring", MonitoringArgs(config.monitoring, tuple(sorted(scrape_ports))), after())
+spark = SparkPlatform("spark", SparkPlatformArgs(spark_config, monitoring_namespace), after(monitoring))
+
+job_users = {job.name: job_user(job, spark_config.shadow_group_prefix) for job in config.jobs}
+exporter = exporter_user([topic.name for topic in config.topics], spark_config.shadow_group_prefix)
+users = (*job_users.values(), exporter) if config.lag_exporter.enabled else tuple(job_users.values())
+load_generator = load_generator_user(config.jobs) if config.load_generator.enabled else None
+kafka = KafkaCluster(
+    "kafka",
+    KafkaClusterArgs(
+        kafka_config, config.topics, users, spark_config.jobs_namespace, monitoring_namespace, load_generator
+    ),
+    after(monitoring, spark),
+)
+
+jobs = [
+    StreamingJob(
+        job.name,
+        StreamingJobArgs(
+            job,
+            spark_config,
+            kafka_config.bootstrap_servers,
+            job_users[job.name].secret_name,
+            cluster.nodes,
+            peers,
+        ),
+        after(spark, kafka),
+    )
+    for job in config.jobs
+]
+if config.lag_exporter.enabled:
+    LagExporter(
+        "lag-exporter",
+        LagExporterArgs(
+            config.lag_exporter,
+            spark_config.jobs_namespace,
+            kafka_config.bootstrap_servers,
+            exporter.name,
+            spark_config.shadow_group_prefix,
+            config.jobs,
+            cluster.nodes,
+            peers,
+        ),
+        after(monitoring, kafka, *jobs),
+    )
+
+pulumi.export("kafkaBootstrapServers", kafka.bootstrap_servers)
+pulumi.export(
+    "kafkaSecurity", "SASL_PLAINTEXT + SCRAM-SHA-512; each client's password is in its KafkaUser's Secret"
+)
+pulumi.export("jobsNamespace", spark.jobs_namespace)
+pulumi.export("jobs", [job.name for job in config.jobs])
+pulumi.export("kubectlJobs", f"kubectl get sparkapplications -n {spark_config.jobs_namespace}")
+pulumi.export("kubectlTopics", f"kubectl get kafkatopics -n {kafka_config.namespace}")
+pulumi.export("kubectlUsers", f"kubectl get kafkausers -n {spark_config.jobs_namespace}")
+if load_generator is not None:
+    # Producers (jobs/producers) run in the jobs' namespace with these labels and this Secret's credentials.
+    pulumi.export("loadGeneratorSecret", load_generator.secret_name)
+    pulumi.export("loadGeneratorPodLabels", LOAD_GENERATOR_POD_LABELS)
+    pulumi.export("loadGeneratorTopics", sorted(load_generator.topics_with("Write")))
+pulumi.export(
+    "grafanaPortForward",
+    f"kubectl port-forward -n {monitoring_namespace} svc/{monitoring.grafana_service} 3000:80",
+)
+pulumi.export(
+    "grafanaAdminPassword",
+    f"kubectl get secret -n {monitoring_namespace} {monitoring.grafana_service} "
+    "-o jsonpath='{.data.admin-password}' | base64 -d",
+)
+pulumi.export(
+    "prometheusPortForward",
+    f"kubectl port-forward -n {monitoring_namespace} svc/{monitoring.prometheus_service} 9090:9090",
+)

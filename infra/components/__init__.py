@@ -1,0 +1,2 @@
+"""One ComponentResource per capability: KafkaCluster, SparkPlatform, Monitoring, StreamingJob,
+LagExporter."""

@@ -1,0 +1,76 @@
+"""What every component shares: object metadata, readiness annotations, namespaces with Pod Security
+levels, NetworkPolicies."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+
+from infra.network import Policy
+
+WAIT_FOR = "pulumi.com/waitFor"
+READY = "condition=Ready"
+PART_OF = {"app.kubernetes.io/part-of": "streamstack", "app.kubernetes.io/managed-by": "pulumi"}
+
+
+def metadata(
+    name: str,
+    namespace: pulumi.Input[str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> kubernetes.meta.v1.ObjectMetaArgs:
+    """Explicit names (no Pulumi suffix): other objects and the stack outputs refer to them by name."""
+    return kubernetes.meta.v1.ObjectMetaArgs(
+        name=name,
+        namespace=namespace,
+        labels={**PART_OF, **(labels or {})},
+        annotations=dict(annotations) if annotations else None,
+    )
+
+
+def child(
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource] = (),
+    **options: Any,
+) -> pulumi.ResourceOptions:
+    """Options of a component's child: parented (so it inherits the component's provider) plus extras."""
+    return pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on), **options)
+
+
+def namespace(
+    parent: pulumi.Resource, logical_name: str, name: str, labels: Mapping[str, str] | None = None
+) -> kubernetes.core.v1.Namespace:
+    return kubernetes.core.v1.Namespace(
+        logical_name, metadata=metadata(name, labels=labels), opts=child(parent)
+    )
+
+
+def pod_security(enforce: str, warn: str = "restricted") -> dict[str, str]:
+    """Pod Security Admission labels of a namespace."""
+    return {
+        "pod-security.kubernetes.io/enforce": enforce,
+        "pod-security.kubernetes.io/warn": warn,
+        "pod-security.kubernetes.io/audit": warn,
+    }
+
+
+def network_policies(
+    parent: pulumi.Resource,
+    logical_prefix: str,
+    policies: Sequence[Policy],
+    depends_on: Sequence[pulumi.Resource] = (),
+) -> list[kubernetes.networking.v1.NetworkPolicy]:
+    """The NetworkPolicies of infra/network.py as objects of the component."""
+    return [
+        kubernetes.networking.v1.NetworkPolicy(
+            f"{logical_prefix}-netpol-{item.namespace}-{item.name}",
+            metadata=metadata(item.name, item.namespace),
+            # Kubernetes' own (camelCase) field names, which the SDK sends as they are.
+            spec=cast(Any, item.spec),
+            opts=child(parent, depends_on),
+        )
+        for item in policies
+    ]

@@ -1,0 +1,115 @@
+"""LagExporter: `monitoring/lag_exporter`, installed from our chart `charts/lag-exporter` (Deployment,
+Service, ServiceAccount, ServiceMonitor and NetworkPolicy: one source of truth for those objects).
+
+Like StreamingJob it goes in as a `helm.v4.Chart`, so Pulumi manages every object and `pulumi up` waits until
+the Deployment is available. The exporter reads the shadow consumer groups the jobs commit (shadow prefix and
+`--group-allow` limited to the groups its KafkaUser may describe) and, with `lagExporter.readCheckpoints`,
+every job's checkpoint claim mounted read-only at `/checkpoints/<job>`. The SASL password comes from its
+KafkaUser's Secret by reference (`password` key), never a flag or a value. The release is named
+`lag-exporter`, so its Service, and with it Prometheus' `job` label, are `lag-exporter` as in the local stack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+
+from infra.components.common import child
+from infra.config import (
+    LAG_EXPORTER_CHART,
+    ConfigError,
+    ImageReference,
+    JobConfig,
+    LagExporterConfig,
+    image_reference,
+    require_exporter_reach,
+    setting,
+)
+from infra.kafka_access import exporter_group_allow
+from infra.network import Peers
+
+NAME = "lag-exporter"
+SECURITY_PROTOCOL = "SASL_PLAINTEXT"
+SASL_MECHANISM = "SCRAM-SHA-512"
+PASSWORD_KEY = "password"  # the key Strimzi's User Operator writes into a KafkaUser's Secret
+
+
+@dataclass(frozen=True)
+class LagExporterArgs:
+    exporter: LagExporterConfig
+    namespace: str
+    bootstrap_servers: str
+    kafka_user: str
+    shadow_group_prefix: str
+    jobs: tuple[JobConfig, ...]
+    cluster_nodes: int
+    peers: Peers
+
+    def __post_init__(self) -> None:
+        if self.exporter.image is None:
+            raise ConfigError(f"{setting('lagExporter.image')}: required to deploy the exporter")
+        require_exporter_reach(self.exporter, self.jobs, self.cluster_nodes)
+
+    @property
+    def image(self) -> ImageReference:
+        return image_reference(setting("lagExporter.image"), self.exporter.image or "")
+
+    @property
+    def checkpoint_jobs(self) -> Sequence[JobConfig]:
+        return self.jobs if self.exporter.read_checkpoints else ()
+
+
+def chart_values(args: LagExporterArgs) -> dict[str, Any]:
+    """The lag-exporter chart's values; the chart's defaults fill in the rest (resources a setting leaves
+    out, the restricted security contexts, probes)."""
+    exporter = args.exporter
+    user = exporter.run_as_user
+    values: dict[str, Any] = {
+        "fullnameOverride": NAME,
+        "image": args.image.chart_values(exporter.image_pull_policy),
+        "kafka": {
+            "bootstrapServers": args.bootstrap_servers,
+            "securityProtocol": SECURITY_PROTOCOL,
+            # The username is the Secret's name: Strimzi names a KafkaUser's Secret after the user.
+            "sasl": {"mechanism": SASL_MECHANISM, "secretName": args.kafka_user, "passwordKey": PASSWORD_KEY},
+        },
+        "exporter": {
+            "port": exporter.port,
+            "refreshInterval": exporter.refresh_interval,
+            "window": exporter.window,
+            "shadowPrefix": args.shadow_group_prefix,
+            # Only the groups its ACLs let it describe.
+            "groupAllow": [exporter_group_allow(args.shadow_group_prefix)],
+            "logLevel": exporter.log_level,
+        },
+        "checkpoints": [
+            {"name": job.name, "claimName": job.checkpoint_claim} for job in args.checkpoint_jobs
+        ],
+        "podSecurityContext": {"runAsUser": user, "runAsGroup": user, "fsGroup": user},
+        "networkPolicy": args.peers.chart_values(),
+    }
+    resources = exporter.resources.as_dict()
+    if resources:
+        values["resources"] = resources
+    return values
+
+
+class LagExporter(pulumi.ComponentResource):
+    """The lag-exporter chart: the exporter, its Service (port `metrics`) and the ServiceMonitor on it."""
+
+    chart: kubernetes.helm.v4.Chart
+
+    def __init__(self, name: str, args: LagExporterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("streamstack:monitoring:LagExporter", name, None, opts)
+        self.chart = kubernetes.helm.v4.Chart(
+            name,
+            kubernetes.helm.v4.ChartArgs(
+                chart=str(LAG_EXPORTER_CHART), name=NAME, namespace=args.namespace, values=chart_values(args)
+            ),
+            opts=child(self),
+        )
+        self.register_outputs({"service": NAME})

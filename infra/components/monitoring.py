@@ -1,0 +1,245 @@
+"""Monitoring: kube-prometheus-stack (Helm) with discovery that ignores the `release` label, the Grafana
+dashboard sidecar on, values that work on kind, and streamstack's own rules and dashboards.
+
+Rules are the Prometheus rule files in `monitoring/rules/*.yaml` (the same files the local Prometheus
+loads; promtool tests under `monitoring/rules/tests/` are not rules), each installed as one PrometheusRule.
+Dashboards are the generated JSON files in `monitoring/dashboards/generated/`, each in a ConfigMap labelled
+`grafana_dashboard: "1"` that Grafana's sidecar imports from any namespace. Both directories are found from
+this file's location, never from the working directory.
+
+The monitoring namespace denies all traffic but the flows monitoring needs (infra/network.py): Prometheus
+scrapes the metrics ports of every namespace (the jobs' and the exporter's ports come in `scrape_ports`) and
+of the nodes, Grafana queries Prometheus and Alertmanager, the operator's webhook takes the API server's
+calls, every pod reaches the Kubernetes API. The policies exist before the release installs any pod.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+import yaml
+
+from infra import network
+from infra.components.common import child, metadata, namespace, network_policies, pod_security
+from infra.config import DASHBOARDS_DIR, RULES_DIR, ConfigError, MonitoringConfig
+
+KUBE_PROMETHEUS_STACK_REPOSITORY = "https://prometheus-community.github.io/helm-charts"
+DASHBOARD_LABEL = "grafana_dashboard"
+RULE_GROUP_KEYS = {
+    "name",
+    "rules",
+    "interval",
+    "limit",
+    "labels",
+    "query_offset",
+    "partial_response_strategy",
+}
+RULE_KEYS = {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}
+CONFIGMAP_LIMIT_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RuleFile:
+    name: str
+    groups: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    name: str
+    file_name: str
+    json_text: str
+
+
+def _object_name(stem: str) -> str:
+    return stem.lower().replace("_", "-").replace(".", "-")
+
+
+def load_rule_files(directory: Path) -> tuple[RuleFile, ...]:
+    """Every `*.yaml`/`*.yml` rule file directly in `directory` (not its `tests/`); a file without valid
+    `groups:` raises ConfigError naming it. A missing directory means no rules."""
+    if not directory.is_dir():
+        return ()
+    rule_files = []
+    for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
+        try:
+            document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as error:
+            raise ConfigError(f"{path}: not YAML ({error})") from None
+        groups = document.get("groups") if isinstance(document, dict) else None
+        if not isinstance(groups, list) or not groups:
+            raise ConfigError(f"{path}: not a Prometheus rule file (expected a non-empty `groups:` list)")
+        for index, group in enumerate(groups):
+            where = f"{path}: groups[{index}]"
+            if not isinstance(group, dict) or not isinstance(group.get("name"), str):
+                raise ConfigError(f"{where}: a group needs a name")
+            unknown = sorted(set(group) - RULE_GROUP_KEYS)
+            if unknown:
+                raise ConfigError(f"{where}.{unknown[0]}: not a rule group field")
+            for rule_index, rule in enumerate(group.get("rules") or []):
+                bad = sorted(set(rule) - RULE_KEYS) if isinstance(rule, dict) else ["(not a mapping)"]
+                if bad or "expr" not in rule or ("alert" in rule) == ("record" in rule):
+                    raise ConfigError(
+                        f"{where}.rules[{rule_index}]: a rule needs expr and exactly one of alert or record"
+                        + (f" (unknown field {bad[0]})" if bad else "")
+                    )
+        rule_files.append(RuleFile(_object_name(path.stem), tuple(groups)))
+    return tuple(rule_files)
+
+
+def load_dashboards(directory: Path) -> tuple[Dashboard, ...]:
+    """Every `*.json` dashboard in `directory`; invalid JSON or one too big for a ConfigMap raises ConfigError
+    naming the file. A missing directory means no dashboards."""
+    if not directory.is_dir():
+        return ()
+    dashboards = []
+    for path in sorted(directory.glob("*.json")):
+        text = path.read_text(encoding="utf-8")
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"{path}: not JSON ({error})") from None
+        if not isinstance(document, dict) or "panels" not in document:
+            raise ConfigError(f"{path}: not a Grafana dashboard (no `panels`)")
+        if len(text.encode("utf-8")) > CONFIGMAP_LIMIT_BYTES:
+            raise ConfigError(f"{path}: larger than a ConfigMap can hold (1 MiB)")
+        dashboards.append(Dashboard(_object_name(path.stem), path.name, text))
+    return tuple(dashboards)
+
+
+@dataclass(frozen=True)
+class MonitoringArgs:
+    monitoring: MonitoringConfig
+    # Metrics ports of our workloads (each job's driver, the lag exporter) that Prometheus must reach.
+    scrape_ports: tuple[int, ...] = ()
+    rules_dir: Path = RULES_DIR
+    dashboards_dir: Path = DASHBOARDS_DIR
+
+
+def chart_values(config: MonitoringConfig) -> dict[str, Any]:
+    prometheus_spec: dict[str, Any] = {
+        # Select every ServiceMonitor, PodMonitor, rule, probe and scrape config, not only those carrying
+        # this release's `release:` label.
+        "serviceMonitorSelectorNilUsesHelmValues": False,
+        "podMonitorSelectorNilUsesHelmValues": False,
+        "ruleSelectorNilUsesHelmValues": False,
+        "probeSelectorNilUsesHelmValues": False,
+        "scrapeConfigSelectorNilUsesHelmValues": False,
+        "retention": config.prometheus_retention,
+    }
+    resources = config.prometheus_resources.as_dict()
+    if resources:
+        prometheus_spec["resources"] = resources
+    if config.prometheus_storage_size:
+        claim_spec: dict[str, Any] = {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": config.prometheus_storage_size}},
+        }
+        if config.prometheus_storage_class:
+            claim_spec["storageClassName"] = config.prometheus_storage_class
+        prometheus_spec["storageSpec"] = {"volumeClaimTemplate": {"spec": claim_spec}}
+    return {
+        # Names start with the release name: <release>-grafana, <release>-prometheus.
+        "fullnameOverride": config.release_name,
+        "prometheus": {"prometheusSpec": prometheus_spec},
+        "grafana": {
+            "sidecar": {
+                "dashboards": {
+                    "enabled": True,
+                    "label": DASHBOARD_LABEL,
+                    "labelValue": "1",
+                    "searchNamespace": "ALL",
+                }
+            }
+        },
+        # Control-plane components kind (and managed clusters) do not expose: their targets would stay down
+        # and fire alerts.
+        "kubeEtcd": {"enabled": False},
+        "kubeControllerManager": {"enabled": False},
+        "kubeScheduler": {"enabled": False},
+        "kubeProxy": {"enabled": False},
+        # kind nodes are containers: mounting the host's root filesystem fails there.
+        "prometheus-node-exporter": {"hostRootFsMount": {"enabled": False}},
+    }
+
+
+class Monitoring(pulumi.ComponentResource):
+    """kube-prometheus-stack 88.5.3 plus streamstack's PrometheusRules and dashboard ConfigMaps."""
+
+    namespace: pulumi.Output[str]
+    release: kubernetes.helm.v3.Release
+    rules: dict[str, kubernetes.apiextensions.CustomResource]
+    dashboards: dict[str, kubernetes.core.v1.ConfigMap]
+    grafana_service: str
+    prometheus_service: str
+
+    def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("streamstack:monitoring:Monitoring", name, None, opts)
+        config = args.monitoring
+        rule_files = load_rule_files(args.rules_dir)
+        dashboards = load_dashboards(args.dashboards_dir)
+        if not rule_files:
+            pulumi.log.warn(f"no Prometheus rule files in {args.rules_dir}", self)
+        if not dashboards:
+            pulumi.log.warn(f"no Grafana dashboards in {args.dashboards_dir}", self)
+
+        # node-exporter needs the host's network and PID namespaces: privileged, warned about.
+        monitoring_namespace = namespace(
+            self, f"{name}-namespace", config.namespace, pod_security("privileged")
+        )
+        policies = network_policies(
+            self,
+            name,
+            network.monitoring_policies(config.namespace, args.scrape_ports),
+            [monitoring_namespace],
+        )
+        self.release = kubernetes.helm.v3.Release(
+            f"{name}-kube-prometheus-stack",
+            kubernetes.helm.v3.ReleaseArgs(
+                name=config.release_name,
+                chart="kube-prometheus-stack",
+                version=config.chart_version,
+                repository_opts=kubernetes.helm.v3.RepositoryOptsArgs(repo=KUBE_PROMETHEUS_STACK_REPOSITORY),
+                namespace=monitoring_namespace.metadata.name,
+                values=chart_values(config),
+                cleanup_on_fail=True,
+            ),
+            opts=child(self, [monitoring_namespace, *policies]),
+        )
+        self.rules = {
+            rule_file.name: kubernetes.apiextensions.CustomResource(
+                f"{name}-rules-{rule_file.name}",
+                api_version="monitoring.coreos.com/v1",
+                kind="PrometheusRule",
+                metadata=metadata(rule_file.name, config.namespace),
+                spec={"groups": list(rule_file.groups)},
+                opts=child(self, [self.release]),
+            )
+            for rule_file in rule_files
+        }
+        self.dashboards = {
+            dashboard.name: kubernetes.core.v1.ConfigMap(
+                f"{name}-dashboard-{dashboard.name}",
+                metadata=metadata(f"dashboard-{dashboard.name}", config.namespace, {DASHBOARD_LABEL: "1"}),
+                data={dashboard.file_name: dashboard.json_text},
+                opts=child(self, [monitoring_namespace]),
+            )
+            for dashboard in dashboards
+        }
+        self.namespace = monitoring_namespace.metadata.name
+        self.grafana_service = f"{config.release_name}-grafana"
+        self.prometheus_service = f"{config.release_name}-prometheus"
+        self.register_outputs(
+            {
+                "namespace": self.namespace,
+                "grafana_service": self.grafana_service,
+                "prometheus_service": self.prometheus_service,
+                "rules": sorted(self.rules),
+                "dashboards": sorted(self.dashboards),
+            }
+        )

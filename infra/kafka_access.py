@@ -1,0 +1,106 @@
+"""Who may do what on Kafka: a KafkaUser per job, one for the lag exporter and one for load generators
+(synthetic producers), with ACLs limited to their topics and consumer groups. Strimzi's User Operator
+generates each user's SCRAM-SHA-512 password into a Secret named after the user (keys `password` and
+`sasl.jaas.config`); no password is ever in the stack config.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from infra.config import JobConfig
+
+# Spark's Kafka source names its consumer groups `spark-kafka-source-<uuid>-...` and batch reads
+# `spark-kafka-relation-<uuid>-...` (the `groupIdPrefix` option's defaults); they fetch, never commit.
+SPARK_GROUP_PREFIXES = ("spark-kafka-source-", "spark-kafka-relation-")
+COMMIT_LOG_TOPIC = "__consumer_offsets"
+EXPORTER_USER = "lag-exporter"
+LOAD_GENERATOR_USER = "load-generator"
+
+
+@dataclass(frozen=True)
+class Acl:
+    """One `allow` rule of a KafkaUser: operations on a topic, group or the cluster, by name or by prefix."""
+
+    resource_type: str
+    operations: tuple[str, ...]
+    name: str | None = None
+    pattern_type: str = "literal"
+
+    def as_dict(self) -> dict[str, object]:
+        resource: dict[str, object] = {"type": self.resource_type}
+        if self.name is not None:
+            resource["name"] = self.name
+            resource["patternType"] = self.pattern_type
+        return {"type": "allow", "resource": resource, "operations": list(self.operations)}
+
+
+@dataclass(frozen=True)
+class KafkaUserSpec:
+    """A SCRAM-SHA-512 KafkaUser; its Secret (password, sasl.jaas.config) has the same name."""
+
+    name: str
+    acls: tuple[Acl, ...]
+
+    @property
+    def secret_name(self) -> str:
+        return self.name
+
+    def topics_with(self, operation: str) -> set[str]:
+        return {
+            acl.name
+            for acl in self.acls
+            if acl.resource_type == "topic" and acl.name is not None and operation in acl.operations
+        }
+
+
+def _topic_acls(read: Iterable[str], write: Iterable[str]) -> list[Acl]:
+    read, write = list(dict.fromkeys(read)), list(dict.fromkeys(write))
+    acls = []
+    for topic in dict.fromkeys([*read, *write]):
+        operations = ["Describe"]
+        if topic in read:
+            operations.append("Read")
+        if topic in write:
+            operations.append("Write")
+        acls.append(Acl("topic", tuple(operations), topic))
+    return acls
+
+
+def job_user(job: JobConfig, shadow_group_prefix: str) -> KafkaUserSpec:
+    """Read its input topics, write its outputs and dead letters, commit its own shadow groups
+    (`<prefix><job>` and `<prefix><job>.<query>`), and use Spark's fetch-only consumer groups."""
+    acls = _topic_acls(job.read_topics, job.written_topics)
+    acls.append(Acl("group", ("Describe", "Read"), f"{shadow_group_prefix}{job.name}", "prefix"))
+    acls.extend(Acl("group", ("Describe", "Read"), prefix, "prefix") for prefix in SPARK_GROUP_PREFIXES)
+    return KafkaUserSpec(job.name, tuple(acls))
+
+
+def exporter_user(topics: Iterable[str], shadow_group_prefix: str) -> KafkaUserSpec:
+    """Describe the cluster and the shadow groups, read the pipeline's topics (record timestamps for lag in
+    seconds) and `__consumer_offsets` (commit times), write nothing."""
+    acls = [Acl("cluster", ("Describe",))]
+    acls.extend(_topic_acls([*topics, COMMIT_LOG_TOPIC], []))
+    acls.append(Acl("group", ("Describe",), shadow_group_prefix, "prefix"))
+    return KafkaUserSpec(EXPORTER_USER, tuple(acls))
+
+
+def exporter_group_allow(shadow_group_prefix: str) -> str:
+    """The exporter's `--group-allow`: only the groups its ACLs let it describe."""
+    return re.escape(shadow_group_prefix) + ".*"
+
+
+def pipeline_input_topics(jobs: Sequence[JobConfig]) -> list[str]:
+    """Topics some job reads and no job writes: where events enter the pipeline (in catalogue order)."""
+    written = {topic for job in jobs for topic in job.written_topics}
+    return list(dict.fromkeys(topic for job in jobs for topic in job.read_topics if topic not in written))
+
+
+def load_generator_user(jobs: Sequence[JobConfig]) -> KafkaUserSpec:
+    """Write (and describe) the pipeline's input topics and nothing else: no reads, no consumer groups.
+    IdempotentWrite on the cluster lets an idempotent producer (acks=all) initialise its producer id."""
+    acls = [Acl("topic", ("Describe", "Write"), topic) for topic in pipeline_input_topics(jobs)]
+    acls.append(Acl("cluster", ("IdempotentWrite",)))
+    return KafkaUserSpec(LOAD_GENERATOR_USER, tuple(acls))

@@ -1,0 +1,378 @@
+"""NetworkPolicies of the platform namespaces: deny everything, then allow only the flows the pipeline needs.
+
+Each platform namespace (Kafka, the jobs, monitoring, the spark-operator) gets a default deny for ingress and
+egress, egress to the cluster DNS for every pod, and the flows of the pods the platform runs there:
+
+- kafka: the Strimzi operator and entity operator -> the Kubernetes API; the operator -> the Kafka pods
+  (control plane 9090, replication 9091, Kafka agent 8443); the entity operator -> replication 9091; Kafka
+  pods <-> Kafka pods (KRaft controllers 9090, replication 9091); the pipeline's clients in the jobs'
+  namespace (streaming jobs, the lag exporter, load generators) -> the client listeners (9092, 9093);
+  Prometheus -> the Kafka metrics port (9404). The peers mirror those of Strimzi's own generated policy.
+- jobs: the deny and DNS only; each job and the lag exporter bring their own policies in their charts
+  (charts/*/templates/networkpolicy.yaml), load generators get one from the KafkaCluster component.
+- spark-operator: the controller -> the Kubernetes API (it submits drivers and watches their pods);
+  Prometheus -> its metrics port. The mutating webhook is off, so nothing calls into the namespace.
+- monitoring: the pods that watch Kubernetes -> its API (Prometheus' service discovery, the operator and the
+  chart's admission-webhook jobs, Grafana's sidecars, kube-state-metrics); Prometheus -> the metrics ports of
+  every namespace
+  and of the nodes; Grafana -> Prometheus and Alertmanager; Prometheus -> the metrics ports of the monitoring
+  pods; the API server -> the operator's admission webhook (10250).
+
+Pods on the host network (node-exporter, the kubelet) are outside NetworkPolicy; Prometheus reaches them
+through an ipBlock. The Kubernetes API is reached on its endpoint addresses (NetworkPolicies see the
+endpoints, not the Service IP): `API_SERVER_CIDRS` allows any address on the API ports; narrow it to the
+control plane's addresses where they are known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from infra.config import KafkaConfig
+
+NAMESPACE_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
+DNS_NAMESPACE = "kube-system"
+DNS_POD_LABELS = {"k8s-app": "kube-dns"}  # CoreDNS on kind, kubeadm and the managed clusters
+DNS_PORT = 53
+API_SERVER_CIDRS = ("0.0.0.0/0",)
+API_SERVER_PORTS = (443, 6443)  # 443 behind managed control planes, 6443 on kind and kubeadm
+
+# Strimzi 1.2.0 (KafkaCluster.java): control plane, replication and Kafka agent ports; the Strimzi metrics
+# reporter's port; the client listeners this stack defines (KafkaCluster component).
+KAFKA_CONTROLPLANE_PORT = 9090
+KAFKA_REPLICATION_PORT = 9091
+KAFKA_AGENT_PORT = 8443
+KAFKA_METRICS_PORT = 9404
+STRIMZI_OPERATOR_POD_LABELS = {"name": "strimzi-cluster-operator", "strimzi.io/kind": "cluster-operator"}
+
+# The `app.kubernetes.io/name` of the pods that are Kafka clients in the jobs' namespace: the streaming-job
+# chart's driver and executors, the lag-exporter chart's pod, and load generators (jobs/producers).
+STREAMING_JOB_APP = "streaming-job"
+LAG_EXPORTER_APP = "lag-exporter"
+LOAD_GENERATOR_APP = "load-generator"
+LOAD_GENERATOR_POD_LABELS = {
+    "app.kubernetes.io/name": LOAD_GENERATOR_APP,
+    "app.kubernetes.io/part-of": "streamstack",
+}
+KAFKA_CLIENT_APPS = (STREAMING_JOB_APP, LAG_EXPORTER_APP, LOAD_GENERATOR_APP)
+
+# kube-prometheus-stack 88.5.3: labels the Prometheus Operator puts on the Prometheus and Alertmanager pods,
+# the grafana and kube-state-metrics sub-charts' pod labels, the operator's pod label.
+PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
+ALERTMANAGER_POD_LABELS = {"app.kubernetes.io/name": "alertmanager"}
+GRAFANA_POD_LABELS = {"app.kubernetes.io/name": "grafana"}
+KUBE_STATE_METRICS_POD_LABELS = {"app.kubernetes.io/name": "kube-state-metrics"}
+PROMETHEUS_OPERATOR_POD_LABELS = {"app.kubernetes.io/component": "prometheus-operator"}
+# The pods of kube-prometheus-stack that call the Kubernetes API: by name (Prometheus' service discovery,
+# Grafana's dashboard sidecar, kube-state-metrics) and by component (the operator, its admission-webhook
+# certificate jobs, which carry app.kubernetes.io/component prometheus-operator-webhook).
+API_CLIENT_APPS = ("prometheus", "grafana", "kube-state-metrics")
+API_CLIENT_COMPONENTS = ("prometheus-operator", "prometheus-operator-webhook")
+PROMETHEUS_PORT = 9090
+ALERTMANAGER_PORT = 9093
+ALERTMANAGER_MESH_PORT = 9094
+GRAFANA_PORT = 3000
+CONFIG_RELOADER_PORT = 8080
+KUBE_STATE_METRICS_PORTS = (8080, 8081)
+OPERATOR_WEBHOOK_PORT = 10250  # the operator's https port: admission webhook and metrics
+# Ports Prometheus scrapes on pods (besides the jobs' and the exporter's own): Kafka, the spark-operator and
+# kube-state-metrics/config reloaders (8080/8081), Grafana, Prometheus, Alertmanager, the operator, CoreDNS.
+PLATFORM_SCRAPE_PORTS = (
+    KAFKA_METRICS_PORT,
+    *KUBE_STATE_METRICS_PORTS,
+    GRAFANA_PORT,
+    PROMETHEUS_PORT,
+    ALERTMANAGER_PORT,
+    OPERATOR_WEBHOOK_PORT,
+    9153,  # CoreDNS
+)
+# Targets on the nodes' own addresses: the kubelet (and cAdvisor), node-exporter, the API servers.
+NODE_SCRAPE_PORTS = (10250, 9100, *API_SERVER_PORTS)
+
+SPARK_OPERATOR_POD_LABELS = {
+    "app.kubernetes.io/name": "spark-operator",
+    "app.kubernetes.io/component": "controller",
+}
+SPARK_OPERATOR_METRICS_PORT = 8080
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One NetworkPolicy: `spec` is the Kubernetes NetworkPolicySpec."""
+
+    name: str
+    namespace: str
+    spec: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Peers:
+    """Where a workload's counterparts run, for the per-workload policies in our charts: the Kafka brokers
+    (namespace, pod labels, client listener ports) and Prometheus."""
+
+    kafka_namespace: str
+    kafka_pod_labels: Mapping[str, str]
+    kafka_ports: tuple[int, ...]
+    monitoring_namespace: str
+
+    @classmethod
+    def of(cls, kafka: KafkaConfig, monitoring_namespace: str) -> Peers:
+        return cls(kafka.namespace, kafka_pod_labels(kafka), kafka_client_ports(kafka), monitoring_namespace)
+
+    def chart_values(self) -> dict[str, Any]:
+        """The `networkPolicy` values of the streaming-job and lag-exporter charts."""
+        return {
+            "enabled": True,
+            "kafka": {
+                "namespace": self.kafka_namespace,
+                "podLabels": dict(self.kafka_pod_labels),
+                "ports": list(self.kafka_ports),
+            },
+            "dns": {"namespace": DNS_NAMESPACE, "podLabels": dict(DNS_POD_LABELS)},
+            "prometheus": {"namespace": self.monitoring_namespace, "podLabels": dict(PROMETHEUS_POD_LABELS)},
+        }
+
+
+def kafka_pod_labels(kafka: KafkaConfig) -> dict[str, str]:
+    """The broker and controller pods of the cluster (Strimzi's selector labels for them)."""
+    return {
+        "strimzi.io/cluster": kafka.cluster_name,
+        "strimzi.io/kind": "Kafka",
+        "strimzi.io/name": f"{kafka.cluster_name}-kafka",
+    }
+
+
+def entity_operator_pod_labels(kafka: KafkaConfig) -> dict[str, str]:
+    return {
+        "strimzi.io/cluster": kafka.cluster_name,
+        "strimzi.io/name": f"{kafka.cluster_name}-entity-operator",
+    }
+
+
+def kafka_client_ports(kafka: KafkaConfig) -> tuple[int, int]:
+    """The SCRAM listener (plain) and the SCRAM listener over TLS (KafkaCluster component)."""
+    return (kafka.listener_port, kafka.listener_port + 1)
+
+
+def _selector(labels: Mapping[str, str] | None) -> dict[str, Any]:
+    return {"matchLabels": dict(labels)} if labels else {}
+
+
+def label_in(key: str, values: Iterable[str]) -> dict[str, Any]:
+    """A pod selector: the label `key` has one of `values`."""
+    return {"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}
+
+
+def peer(namespace: str | None = None, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Pods with `labels` in `namespace` (the policy's own namespace when None; any pod when no labels)."""
+    result: dict[str, Any] = {"podSelector": _selector(labels)}
+    if namespace is not None:
+        result["namespaceSelector"] = {"matchLabels": {NAMESPACE_LABEL: namespace}}
+    return result
+
+
+def any_namespace() -> dict[str, Any]:
+    return {"namespaceSelector": {}}
+
+
+def addresses(cidrs: Iterable[str]) -> list[dict[str, Any]]:
+    return [{"ipBlock": {"cidr": cidr}} for cidr in cidrs]
+
+
+def ports(numbers: Iterable[int], protocols: Sequence[str] = ("TCP",)) -> list[dict[str, Any]]:
+    return [
+        {"port": number, "protocol": protocol} for number in sorted(set(numbers)) for protocol in protocols
+    ]
+
+
+def rule(peers: list[dict[str, Any]], port_numbers: Iterable[int], key: str) -> dict[str, Any]:
+    return {key: peers, "ports": ports(port_numbers)}
+
+
+def policy(
+    name: str,
+    namespace: str,
+    pod_labels: Mapping[str, str] | None,
+    *,
+    ingress: list[dict[str, Any]] | None = None,
+    egress: list[dict[str, Any]] | None = None,
+    pod_selector: dict[str, Any] | None = None,
+) -> Policy:
+    """Allow rules for the pods with `pod_labels` (or `pod_selector`); only the directions given are listed
+    in policyTypes."""
+    selector = pod_selector if pod_selector is not None else _selector(pod_labels)
+    spec: dict[str, Any] = {"podSelector": selector, "policyTypes": []}
+    if ingress is not None:
+        spec["policyTypes"].append("Ingress")
+        spec["ingress"] = ingress
+    if egress is not None:
+        spec["policyTypes"].append("Egress")
+        spec["egress"] = egress
+    return Policy(name, namespace, spec)
+
+
+def default_deny(namespace: str) -> Policy:
+    """No pod of the namespace accepts or opens a connection unless another policy allows it."""
+    return Policy("default-deny", namespace, {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]})
+
+
+def dns_egress(namespace: str) -> Policy:
+    dns = {"to": [peer(DNS_NAMESPACE, DNS_POD_LABELS)], "ports": ports([DNS_PORT], ("UDP", "TCP"))}
+    return policy("allow-dns", namespace, None, egress=[dns])
+
+
+def api_server_egress() -> dict[str, Any]:
+    return {"to": addresses(API_SERVER_CIDRS), "ports": ports(API_SERVER_PORTS)}
+
+
+def baseline(namespace: str) -> list[Policy]:
+    """What every platform namespace starts from: deny all, allow DNS."""
+    return [default_deny(namespace), dns_egress(namespace)]
+
+
+def kafka_policies(kafka: KafkaConfig, clients_namespace: str, monitoring_namespace: str) -> list[Policy]:
+    namespace = kafka.namespace
+    brokers = kafka_pod_labels(kafka)
+    entity_operator = entity_operator_pod_labels(kafka)
+    clients = {
+        "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: clients_namespace}},
+        "podSelector": label_in("app.kubernetes.io/name", KAFKA_CLIENT_APPS),
+    }
+    internal = (KAFKA_CONTROLPLANE_PORT, KAFKA_REPLICATION_PORT)
+    return [
+        *baseline(namespace),
+        policy(
+            "strimzi-cluster-operator",
+            namespace,
+            STRIMZI_OPERATOR_POD_LABELS,
+            egress=[
+                api_server_egress(),
+                rule([peer(labels=brokers)], [*internal, KAFKA_AGENT_PORT], "to"),
+            ],
+        ),
+        policy(
+            f"{kafka.cluster_name}-entity-operator",
+            namespace,
+            entity_operator,
+            egress=[api_server_egress(), rule([peer(labels=brokers)], [KAFKA_REPLICATION_PORT], "to")],
+        ),
+        policy(
+            f"{kafka.cluster_name}-kafka",
+            namespace,
+            brokers,
+            ingress=[
+                rule([peer(labels=brokers)], internal, "from"),
+                rule([peer(labels=STRIMZI_OPERATOR_POD_LABELS)], [*internal, KAFKA_AGENT_PORT], "from"),
+                rule([peer(labels=entity_operator)], [KAFKA_REPLICATION_PORT], "from"),
+                rule([clients], kafka_client_ports(kafka), "from"),
+                rule([peer(monitoring_namespace, PROMETHEUS_POD_LABELS)], [KAFKA_METRICS_PORT], "from"),
+            ],
+            egress=[rule([peer(labels=brokers)], internal, "to")],
+        ),
+    ]
+
+
+def load_generator_policy(kafka: KafkaConfig, namespace: str) -> Policy:
+    """Load generators (pods labelled LOAD_GENERATOR_POD_LABELS) only talk to the client listeners."""
+    return policy(
+        LOAD_GENERATOR_APP,
+        namespace,
+        LOAD_GENERATOR_POD_LABELS,
+        ingress=[],
+        egress=[rule([peer(kafka.namespace, kafka_pod_labels(kafka))], kafka_client_ports(kafka), "to")],
+    )
+
+
+def spark_operator_policies(namespace: str, monitoring_namespace: str) -> list[Policy]:
+    return [
+        *baseline(namespace),
+        policy(
+            "spark-operator-controller",
+            namespace,
+            SPARK_OPERATOR_POD_LABELS,
+            ingress=[
+                rule(
+                    [peer(monitoring_namespace, PROMETHEUS_POD_LABELS)], [SPARK_OPERATOR_METRICS_PORT], "from"
+                )
+            ],
+            egress=[api_server_egress()],
+        ),
+    ]
+
+
+def jobs_namespace_policies(namespace: str) -> list[Policy]:
+    return baseline(namespace)
+
+
+def monitoring_policies(namespace: str, workload_scrape_ports: Iterable[int]) -> list[Policy]:
+    """`workload_scrape_ports`: the metrics ports of the jobs and the exporter, which Prometheus scrapes."""
+    prometheus = peer(labels=PROMETHEUS_POD_LABELS)
+    grafana = peer(labels=GRAFANA_POD_LABELS)
+    alertmanager = peer(labels=ALERTMANAGER_POD_LABELS)
+    return [
+        *baseline(namespace),
+        policy(
+            "kube-api-clients",
+            namespace,
+            None,
+            pod_selector=label_in("app.kubernetes.io/name", API_CLIENT_APPS),
+            egress=[api_server_egress()],
+        ),
+        policy(
+            "prometheus-operator-kube-api",
+            namespace,
+            None,
+            pod_selector=label_in("app.kubernetes.io/component", API_CLIENT_COMPONENTS),
+            egress=[api_server_egress()],
+        ),
+        policy(
+            "prometheus",
+            namespace,
+            PROMETHEUS_POD_LABELS,
+            ingress=[
+                rule([grafana], [PROMETHEUS_PORT], "from"),
+                rule([prometheus], [PROMETHEUS_PORT, CONFIG_RELOADER_PORT], "from"),
+            ],
+            egress=[
+                rule([any_namespace()], [*PLATFORM_SCRAPE_PORTS, *workload_scrape_ports], "to"),
+                rule(addresses(["0.0.0.0/0"]), NODE_SCRAPE_PORTS, "to"),
+            ],
+        ),
+        policy(
+            "alertmanager",
+            namespace,
+            ALERTMANAGER_POD_LABELS,
+            ingress=[
+                rule([prometheus], [ALERTMANAGER_PORT, CONFIG_RELOADER_PORT], "from"),
+                rule([grafana], [ALERTMANAGER_PORT], "from"),
+                {"from": [alertmanager], "ports": ports([ALERTMANAGER_MESH_PORT], ("TCP", "UDP"))},
+            ],
+            egress=[{"to": [alertmanager], "ports": ports([ALERTMANAGER_MESH_PORT], ("TCP", "UDP"))}],
+        ),
+        policy(
+            "grafana",
+            namespace,
+            GRAFANA_POD_LABELS,
+            ingress=[rule([prometheus], [GRAFANA_PORT], "from")],
+            egress=[
+                rule([prometheus], [PROMETHEUS_PORT], "to"),
+                rule([alertmanager], [ALERTMANAGER_PORT], "to"),
+            ],
+        ),
+        policy(
+            "kube-state-metrics",
+            namespace,
+            KUBE_STATE_METRICS_POD_LABELS,
+            ingress=[rule([prometheus], KUBE_STATE_METRICS_PORTS, "from")],
+        ),
+        # The API server calls the admission webhook from a control-plane address; Prometheus scrapes the
+        # same port.
+        policy(
+            "prometheus-operator",
+            namespace,
+            PROMETHEUS_OPERATOR_POD_LABELS,
+            ingress=[rule(addresses(["0.0.0.0/0"]), [OPERATOR_WEBHOOK_PORT], "from")],
+        ),
+    ]

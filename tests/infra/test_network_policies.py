@@ -1,0 +1,341 @@
+"""The stack's NetworkPolicies, evaluated: every platform namespace denies by default, and the flows the
+pipeline needs, and only those, are allowed.
+
+Each stack is rendered (`streamstack render`: the platform policies of the components plus the jobs' and
+the exporter's chart policies) and a small evaluator applies Kubernetes NetworkPolicy semantics to pods with
+the labels they really carry: the jobs' and the exporter's from the rendered charts, the others as their
+operators and charts set them (cited below, written out here rather than taken from infra/network.py, so a
+wrong selector there fails).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from streamstack.manifests import RenderedStack, render_stack
+
+PLATFORM_NAMESPACES = ("kafka", "streaming", "monitoring", "spark-operator")
+API_SERVER_IP = "172.18.0.2"  # a control-plane node's address (kind's docker network)
+NODE_IP = "172.18.0.3"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A pod (namespace and labels) or, with namespace None, an address outside the pod network."""
+
+    name: str
+    namespace: str | None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    ip: str = "10.244.0.10"
+
+
+def api_server() -> Endpoint:
+    return Endpoint("kube-apiserver", None, ip=API_SERVER_IP)
+
+
+def node() -> Endpoint:
+    return Endpoint("node", None, ip=NODE_IP)
+
+
+# Labels set by the operators and upstream charts (not by this repository):
+# Strimzi 1.2.0 KafkaCluster.java (strimziSelectorLabels + pool labels) and the entity operator's name label;
+KAFKA_BROKER = Endpoint(
+    "kafka-broker",
+    "kafka",
+    {
+        "strimzi.io/cluster": "streamstack",
+        "strimzi.io/kind": "Kafka",
+        "strimzi.io/name": "streamstack-kafka",
+        "strimzi.io/pool-name": "dual-role",
+        "strimzi.io/broker-role": "true",
+        "strimzi.io/controller-role": "true",
+    },
+)
+ENTITY_OPERATOR = Endpoint(
+    "entity-operator",
+    "kafka",
+    {
+        "strimzi.io/cluster": "streamstack",
+        "strimzi.io/kind": "Kafka",
+        "strimzi.io/name": "streamstack-entity-operator",
+    },
+)
+# the strimzi-kafka-operator chart's Deployment template (060-Deployment-strimzi-cluster-operator.yaml);
+STRIMZI_OPERATOR = Endpoint(
+    "strimzi-operator", "kafka", {"name": "strimzi-cluster-operator", "strimzi.io/kind": "cluster-operator"}
+)
+# spark-operator 2.5.2's controller selector labels (spark-operator.controller.selectorLabels);
+SPARK_OPERATOR = Endpoint(
+    "spark-operator",
+    "spark-operator",
+    {
+        "app.kubernetes.io/name": "spark-operator",
+        "app.kubernetes.io/instance": "spark-operator",
+        "app.kubernetes.io/component": "controller",
+    },
+)
+# kube-prometheus-stack 88.5.3: the Prometheus Operator's labels on Prometheus and Alertmanager pods, the
+# chart's prometheus-operator labels, the grafana and kube-state-metrics sub-charts' selector labels;
+PROMETHEUS = Endpoint(
+    "prometheus",
+    "monitoring",
+    {
+        "app.kubernetes.io/name": "prometheus",
+        "app.kubernetes.io/instance": "kube-prometheus-stack-prometheus",
+        "prometheus": "kube-prometheus-stack-prometheus",
+    },
+)
+ALERTMANAGER = Endpoint(
+    "alertmanager",
+    "monitoring",
+    {"app.kubernetes.io/name": "alertmanager", "alertmanager": "kube-prometheus-stack-alertmanager"},
+)
+GRAFANA = Endpoint(
+    "grafana",
+    "monitoring",
+    {"app.kubernetes.io/name": "grafana", "app.kubernetes.io/instance": "kube-prometheus-stack"},
+)
+KUBE_STATE_METRICS = Endpoint(
+    "kube-state-metrics",
+    "monitoring",
+    {"app.kubernetes.io/name": "kube-state-metrics", "app.kubernetes.io/instance": "kube-prometheus-stack"},
+)
+PROMETHEUS_OPERATOR = Endpoint(
+    "prometheus-operator",
+    "monitoring",
+    {
+        "app": "kube-prometheus-stack-operator",
+        "app.kubernetes.io/name": "kube-prometheus-stack-prometheus-operator",
+        "app.kubernetes.io/component": "prometheus-operator",
+        "release": "kube-prometheus-stack",
+    },
+)
+# CoreDNS on kind and kubeadm.
+COREDNS = Endpoint("coredns", "kube-system", {"k8s-app": "kube-dns"})
+# The load generators the kind workflow starts (.github/workflows/kind.yaml; see tests/test_workflow.py).
+LOAD_GENERATOR = Endpoint(
+    "load-generator",
+    "streaming",
+    {"app.kubernetes.io/name": "load-generator", "app.kubernetes.io/part-of": "streamstack"},
+)
+
+
+def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A LabelSelector: matchLabels and matchExpressions must all hold; an empty selector selects all."""
+    if selector is None:
+        return True
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+        present = key in labels
+        holds = {
+            "In": present and labels.get(key) in values,
+            "NotIn": not present or labels.get(key) not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }[operator]
+        if not holds:
+            return False
+    return True
+
+
+def peer_matches(item: Mapping[str, Any], policy_namespace: str, other: Endpoint) -> bool:
+    if "ipBlock" in item:
+        address = ipaddress.ip_address(other.ip)
+        block = item["ipBlock"]
+        excepted = any(address in ipaddress.ip_network(cidr) for cidr in block.get("except") or [])
+        return address in ipaddress.ip_network(block["cidr"]) and not excepted
+    if other.namespace is None:
+        return False  # pod and namespace selectors only ever match pods
+    namespace_selector = item.get("namespaceSelector")
+    if namespace_selector is None:
+        namespace_ok = other.namespace == policy_namespace
+    else:
+        namespace_ok = selects(namespace_selector, {"kubernetes.io/metadata.name": other.namespace})
+    return namespace_ok and selects(item.get("podSelector"), other.labels)
+
+
+def port_matches(rule_ports: Sequence[Mapping[str, Any]] | None, port: int, protocol: str) -> bool:
+    if not rule_ports:
+        return True
+    return any(item.get("port") == port and item.get("protocol", "TCP") == protocol for item in rule_ports)
+
+
+def direction_allows(
+    policies: Sequence[Mapping[str, Any]],
+    subject: Endpoint,
+    other: Endpoint,
+    port: int,
+    protocol: str,
+    *,
+    egress: bool,
+) -> bool:
+    if subject.namespace is None:
+        return True  # outside the pod network: no NetworkPolicy applies
+    direction, rules_key, peers_key = ("Egress", "egress", "to") if egress else ("Ingress", "ingress", "from")
+    selecting = [
+        policy
+        for policy in policies
+        if policy["metadata"]["namespace"] == subject.namespace
+        and selects(policy["spec"]["podSelector"], subject.labels)
+        and direction in policy["spec"].get("policyTypes", ["Ingress"])
+    ]
+    if not selecting:
+        return True
+    for policy in selecting:
+        for rule in policy["spec"].get(rules_key) or []:
+            peers = rule.get(peers_key)
+            peer_ok = not peers or any(
+                peer_matches(item, policy["metadata"]["namespace"], other) for item in peers
+            )
+            if peer_ok and port_matches(rule.get("ports"), port, protocol):
+                return True
+    return False
+
+
+def allowed(
+    stack: RenderedStack, source: Endpoint, target: Endpoint, port: int, protocol: str = "TCP"
+) -> bool:
+    policies = stack.find("NetworkPolicy")
+    return direction_allows(policies, source, target, port, protocol, egress=True) and direction_allows(
+        policies, target, source, port, protocol, egress=False
+    )
+
+
+def spark_pods(stack: RenderedStack, job: str) -> tuple[Endpoint, Endpoint]:
+    """The driver and an executor of a job, labelled as Spark labels them: the chart's pod template labels
+    plus spark-role."""
+    (application,) = stack.find("SparkApplication", job)
+    namespace = application["metadata"]["namespace"]
+    pods: list[Endpoint] = []
+    for role in ("driver", "executor"):
+        labels = {**application["spec"][role]["template"]["metadata"]["labels"], "spark-role": role}
+        pods.append(Endpoint(f"{job}-{role}", namespace, labels, ip=f"10.244.1.{len(pods) + 1}"))
+    return pods[0], pods[1]
+
+
+def exporter_pod(stack: RenderedStack) -> Endpoint:
+    (deployment,) = stack.find("Deployment", "lag-exporter")
+    return Endpoint(
+        "lag-exporter",
+        deployment["metadata"]["namespace"],
+        deployment["spec"]["template"]["metadata"]["labels"],
+    )
+
+
+@pytest.fixture(scope="module", params=["dev", "prod"])
+def stack(request: pytest.FixtureRequest) -> RenderedStack:
+    return render_stack(request.param)
+
+
+def test_every_platform_namespace_denies_all_traffic_by_default(stack: RenderedStack) -> None:
+    for namespace in PLATFORM_NAMESPACES:
+        denies = [
+            policy
+            for policy in stack.find("NetworkPolicy")
+            if policy["metadata"]["namespace"] == namespace
+            and policy["spec"]["podSelector"] == {}
+            and sorted(policy["spec"]["policyTypes"]) == ["Egress", "Ingress"]
+            and not policy["spec"].get("ingress")
+            and not policy["spec"].get("egress")
+        ]
+        assert len(denies) == 1, namespace
+        stranger = Endpoint("stranger", namespace, {"app": "debug-shell"})
+        assert not allowed(stack, stranger, KAFKA_BROKER, 9092)
+        assert not allowed(stack, stranger, api_server(), 6443)
+        assert not allowed(stack, PROMETHEUS, stranger, 8080)
+        # DNS works everywhere.
+        assert allowed(stack, stranger, COREDNS, 53, "UDP") and allowed(stack, stranger, COREDNS, 53, "TCP")
+
+
+def test_the_pipelines_clients_reach_the_kafka_listeners_and_nothing_internal(stack: RenderedStack) -> None:
+    clients = [exporter_pod(stack)]
+    for job in stack.outputs["jobs"]:
+        clients += spark_pods(stack, job)
+    if stack.stack == "dev":
+        clients.append(LOAD_GENERATOR)
+    for client in clients:
+        for port in (9092, 9093):
+            assert allowed(stack, client, KAFKA_BROKER, port), (client.name, port)
+        for internal in (9090, 9091, 8443):
+            assert not allowed(stack, client, KAFKA_BROKER, internal), (client.name, internal)
+        assert allowed(stack, client, COREDNS, 53, "UDP")
+    # Clients elsewhere do not reach Kafka, and Kafka does not call the clients.
+    assert not allowed(stack, Endpoint("outsider", "default", LOAD_GENERATOR.labels), KAFKA_BROKER, 9092)
+    driver, executor = spark_pods(stack, stack.outputs["jobs"][0])
+    assert not allowed(stack, KAFKA_BROKER, driver, 9400)
+    # Within a job, driver and executors talk on the ports Spark picks.
+    assert allowed(stack, executor, driver, 7078) and allowed(stack, driver, executor, 7079)
+
+
+def test_strimzi_runs_its_cluster(stack: RenderedStack) -> None:
+    for port in (9090, 9091):
+        assert allowed(stack, KAFKA_BROKER, KAFKA_BROKER, port)  # controllers, replication
+    for port in (9090, 9091, 8443):
+        assert allowed(stack, STRIMZI_OPERATOR, KAFKA_BROKER, port)
+    assert allowed(stack, ENTITY_OPERATOR, KAFKA_BROKER, 9091)
+    assert not allowed(stack, ENTITY_OPERATOR, KAFKA_BROKER, 8443)
+    for operator in (STRIMZI_OPERATOR, ENTITY_OPERATOR):
+        assert allowed(stack, operator, api_server(), 6443) and allowed(stack, operator, api_server(), 443)
+    assert not allowed(stack, KAFKA_BROKER, api_server(), 6443)
+
+
+def test_only_pods_that_drive_kubernetes_reach_the_api(stack: RenderedStack) -> None:
+    driver, executor = spark_pods(stack, stack.outputs["jobs"][0])
+    callers = [driver, SPARK_OPERATOR, PROMETHEUS_OPERATOR, PROMETHEUS, GRAFANA, KUBE_STATE_METRICS]
+    for caller in callers:
+        assert allowed(stack, caller, api_server(), 6443), caller.name
+    for other in (executor, exporter_pod(stack), LOAD_GENERATOR):
+        assert not allowed(stack, other, api_server(), 6443), other.name
+    assert not allowed(stack, ALERTMANAGER, api_server(), 6443)
+    # The chart's admission-webhook certificate jobs patch the webhook configuration through the API.
+    webhook_job = Endpoint(
+        "admission-create",
+        "monitoring",
+        {
+            "app": "kube-prometheus-stack-admission-create",
+            "app.kubernetes.io/component": "prometheus-operator-webhook",
+        },
+    )
+    assert allowed(stack, webhook_job, api_server(), 443)
+    # The API server calls the Prometheus Operator's admission webhook.
+    assert allowed(stack, api_server(), PROMETHEUS_OPERATOR, 10250)
+
+
+def test_prometheus_scrapes_every_metrics_port_and_grafana_queries_it(stack: RenderedStack) -> None:
+    targets: list[tuple[Endpoint, int]] = [
+        (exporter_pod(stack), 9308),
+        (KAFKA_BROKER, 9404),
+        (SPARK_OPERATOR, 8080),
+        (KUBE_STATE_METRICS, 8080),
+        (GRAFANA, 3000),
+        (ALERTMANAGER, 9093),
+        (PROMETHEUS, 9090),
+        (PROMETHEUS_OPERATOR, 10250),
+        (COREDNS, 9153),
+        (node(), 10250),  # kubelet and cAdvisor
+        (node(), 9100),  # node-exporter (host network)
+        (api_server(), 6443),
+    ]
+    for job in stack.outputs["jobs"]:
+        (application,) = stack.find("SparkApplication", job)
+        (container,) = application["spec"]["driver"]["template"]["spec"]["containers"]
+        (metrics,) = [port["containerPort"] for port in container["ports"] if port["name"] == "metrics"]
+        targets.append((spark_pods(stack, job)[0], metrics))
+    for target, port in targets:
+        assert allowed(stack, PROMETHEUS, target, port), (target.name, port)
+    # Only the metrics port: not the brokers' listeners, not the executors.
+    assert not allowed(stack, PROMETHEUS, KAFKA_BROKER, 9092)
+    assert not allowed(stack, PROMETHEUS, spark_pods(stack, stack.outputs["jobs"][0])[1], 9400)
+    assert allowed(stack, GRAFANA, PROMETHEUS, 9090) and allowed(stack, GRAFANA, ALERTMANAGER, 9093)
+    assert allowed(stack, PROMETHEUS, ALERTMANAGER, 9093)
+    assert not allowed(stack, GRAFANA, KAFKA_BROKER, 9092)
+    # Nobody in the jobs' namespace reaches Prometheus or Grafana.
+    driver = spark_pods(stack, stack.outputs["jobs"][0])[0]
+    assert not allowed(stack, driver, PROMETHEUS, 9090) and not allowed(stack, driver, GRAFANA, 3000)
