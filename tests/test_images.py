@@ -1,0 +1,216 @@
+"""The two Dockerfiles, read as data (no Docker engine here to build them): pinned base images, non-root
+users, the connector jars and Python packages at exactly the project's pins, layouts the charts rely on,
+and checkov."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from streamstack import runtimes
+from streamstack.paths import REPO_ROOT
+from tests.charts.checkov import assert_clean, run_checkov
+
+JOBS_DOCKERFILE = REPO_ROOT / "jobs" / "Dockerfile"
+EXPORTER_DOCKERFILE = REPO_ROOT / "monitoring" / "Dockerfile"
+SHA256 = r"[0-9a-f]{64}"
+
+
+@dataclass(frozen=True)
+class Instruction:
+    keyword: str
+    arguments: str
+    heredoc: str = ""
+
+
+def parse(path: Path) -> list[Instruction]:
+    """Instructions with continuation lines joined and heredoc bodies attached; comments dropped."""
+    lines = path.read_text().splitlines()
+    instructions = []
+    index = 0
+    while index < len(lines):
+        text = lines[index].strip()
+        index += 1
+        if not text or text.startswith("#"):
+            continue
+        while text.endswith("\\"):
+            text = text[:-1].rstrip() + " " + lines[index].strip()
+            index += 1
+        keyword, _, arguments = text.partition(" ")
+        body = []
+        heredoc = re.search(r"<<-?(\w+)", arguments)
+        if heredoc:
+            while lines[index].strip() != heredoc.group(1):
+                body.append(lines[index])
+                index += 1
+            index += 1
+        instructions.append(Instruction(keyword.upper(), arguments.strip(), "\n".join(body)))
+    return instructions
+
+
+def only(instructions: list[Instruction], keyword: str) -> list[Instruction]:
+    return [instruction for instruction in instructions if instruction.keyword == keyword]
+
+
+def project_pins() -> dict[str, str]:
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    pins = {}
+    for requirement in pyproject["project"]["dependencies"]:
+        name, _, version = requirement.partition("==")
+        pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+def chart_defaults(chart: str) -> dict[str, object]:
+    loaded: dict[str, object] = yaml.safe_load((REPO_ROOT / "charts" / chart / "values.yaml").read_text())
+    return loaded
+
+
+def pip_requirements(instructions: list[Instruction]) -> dict[str, tuple[str, str]]:
+    """name -> (version, sha256) from the requirements file the Dockerfile writes with a heredoc."""
+    requirements = {}
+    for instruction in instructions:
+        for match in re.finditer(
+            rf"^([A-Za-z0-9_.-]+)==(\S+) --hash=sha256:({SHA256})$", instruction.heredoc, re.M
+        ):
+            requirements[match.group(1).lower()] = (match.group(2), match.group(3))
+    return requirements
+
+
+@pytest.mark.parametrize("dockerfile", [JOBS_DOCKERFILE, EXPORTER_DOCKERFILE], ids=["jobs", "exporter"])
+def test_syntax_and_base_image_are_pinned(dockerfile: Path) -> None:
+    assert re.match(r"^# syntax=docker/dockerfile:\d+\.\d+\n", dockerfile.read_text())
+    (base,) = only(parse(dockerfile), "FROM")
+    assert "latest" not in base.arguments
+    assert re.fullmatch(r"[a-z/]+:[0-9][\w.-]+(@sha256:[0-9a-f]{64})?", base.arguments), base.arguments
+
+
+def test_jobs_image_is_the_official_spark_image_of_the_pinned_version() -> None:
+    (base,) = only(parse(JOBS_DOCKERFILE), "FROM")
+    match = re.fullmatch(
+        r"apache/spark:(\d+\.\d+\.\d+)-scala2\.13-java17-python3-ubuntu(@sha256:[0-9a-f]{64})?",
+        base.arguments,
+    )
+    assert match, base.arguments
+    assert match.group(1) == project_pins()["pyspark"] == chart_defaults("streaming-job")["sparkVersion"]
+    chart = yaml.safe_load((REPO_ROOT / "charts" / "streaming-job" / "Chart.yaml").read_text())
+    assert chart["appVersion"].endswith(f"-spark{match.group(1)}"), "the image tag names its Spark version"
+
+
+def test_exporter_image_is_slim_python_311_pinned_by_digest() -> None:
+    (base,) = only(parse(EXPORTER_DOCKERFILE), "FROM")
+    assert re.fullmatch(rf"python:3\.11\.\d+-slim(-[a-z]+)?@sha256:{SHA256}", base.arguments), base.arguments
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "chart"), [(JOBS_DOCKERFILE, "streaming-job"), (EXPORTER_DOCKERFILE, "lag-exporter")]
+)
+def test_images_run_as_the_non_root_user_the_chart_expects(dockerfile: Path, chart: str) -> None:
+    instructions = parse(dockerfile)
+    assert instructions[-1].keyword in ("USER", "ENTRYPOINT", "EXPOSE")
+    user = only(instructions, "USER")[-1].arguments
+    uid, _, gid = user.partition(":")
+    assert uid.isdigit() and int(uid) != 0, "a numeric uid, so that runAsNonRoot can verify it"
+    assert gid.isdigit() and int(gid) != 0
+    security: dict[str, int] = chart_defaults(chart)["podSecurityContext"]  # type: ignore[assignment]
+    assert (security["runAsUser"], security["runAsGroup"]) == (int(uid), int(gid))
+
+
+def test_connector_jars_are_the_locked_ones() -> None:
+    lock = runtimes.load_lock()
+    locked = {
+        (artifact.repository_path, artifact.sha256)
+        for artifact in lock.maven
+        if artifact.jar_set == "spark-kafka"
+    }
+    baked = set()
+    maven = re.escape(runtimes.DEFAULT_MAVEN_REPO)
+    for instruction in only(parse(JOBS_DOCKERFILE), "ADD"):
+        match = re.fullmatch(
+            rf"--checksum=sha256:({SHA256}) --chmod=644 {maven}/(\S+\.jar) /opt/spark/jars/",
+            instruction.arguments,
+        )
+        assert match, instruction.arguments
+        baked.add((match.group(2), match.group(1)))
+    assert baked == locked
+    assert len(baked) == 4
+
+
+def test_python_packages_are_the_project_pins() -> None:
+    pins = project_pins()
+    jobs = parse(JOBS_DOCKERFILE)
+    exporter = parse(EXPORTER_DOCKERFILE)
+    for instructions in (jobs, exporter):
+        requirements = pip_requirements(instructions)
+        assert {name: version for name, (version, _) in requirements.items()} == {
+            "kafka-python": pins["kafka-python"],
+            "prometheus-client": pins["prometheus-client"],
+        }
+        (install,) = [run for run in only(instructions, "RUN") if "pip install" in run.arguments]
+        for flag in ("--require-hashes", "--no-deps", "--only-binary :all:", "--no-cache-dir"):
+            assert flag in install.arguments
+    assert pip_requirements(jobs) == pip_requirements(exporter)
+
+
+def test_jobs_image_layout_is_what_the_chart_submits() -> None:
+    instructions = parse(JOBS_DOCKERFILE)
+    copies = [copy.arguments for copy in only(instructions, "COPY") if not copy.heredoc]
+    assert copies == ["jobs/ /opt/streamstack/app/jobs/"]
+    environment = " ".join(env.arguments for env in only(instructions, "ENV"))
+    python_path = re.search(r"PYTHONPATH=(\S+)", environment)
+    assert python_path and python_path.group(1).split(":") == ["/opt/streamstack/app", "/opt/streamstack/lib"]
+    (install,) = [run for run in only(instructions, "RUN") if "pip install" in run.arguments]
+    assert "--target /opt/streamstack/lib" in install.arguments
+    template = (REPO_ROOT / "charts" / "streaming-job" / "templates" / "sparkapplication.yaml").read_text()
+    assert "local:///opt/streamstack/app/jobs/%s/__main__.py" in template
+
+
+def test_exporter_image_holds_only_the_exporter() -> None:
+    instructions = parse(EXPORTER_DOCKERFILE)
+    copies = [copy.arguments for copy in only(instructions, "COPY") if not copy.heredoc]
+    assert copies == [
+        "monitoring/__init__.py /app/monitoring/__init__.py",
+        "monitoring/lag_exporter/ /app/monitoring/lag_exporter/",
+    ]
+    (entrypoint,) = only(instructions, "ENTRYPOINT")
+    assert entrypoint.arguments == '["python", "-m", "monitoring.lag_exporter"]'
+    exposed = only(instructions, "EXPOSE")[0].arguments
+    assert int(exposed) == chart_defaults("lag-exporter")["exporter"]["port"]  # type: ignore[index]
+
+
+def test_dockerignore_sends_only_what_the_images_copy() -> None:
+    patterns = [
+        line
+        for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert patterns[0] == "*"
+    allowed = [pattern[1:] for pattern in patterns if pattern.startswith("!")]
+    for dockerfile in (JOBS_DOCKERFILE, EXPORTER_DOCKERFILE):
+        for copy in only(parse(dockerfile), "COPY"):
+            if copy.heredoc:
+                continue
+            source = copy.arguments.split()[0]
+            assert any(source.startswith(prefix) or fnmatch.fnmatch(source, prefix) for prefix in allowed), (
+                source
+            )
+            assert (REPO_ROOT / source).exists()
+
+
+@pytest.mark.slow
+def test_checkov_passes_the_dockerfiles() -> None:
+    checkov = runtimes.ensure_checkov(log=lambda line: print(line, file=sys.stderr))
+    report = run_checkov(
+        checkov,
+        ["--framework", "dockerfile", "--file", str(JOBS_DOCKERFILE), "--file", str(EXPORTER_DOCKERFILE)],
+    )
+    assert_clean(report)
+    skipped = sorted({check["check_id"] for check in report["results"]["skipped_checks"]})
+    assert skipped == ["CKV_DOCKER_2", "CKV_DOCKER_4"]
