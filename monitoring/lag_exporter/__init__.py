@@ -11,10 +11,10 @@ Run it (it depends only on kafka-python and prometheus-client; it ships as its o
         --checkpoint-dir clickstream=/checkpoints/clickstream --group-deny 'console-consumer-.*'
 
 A background loop reads Kafka every `--refresh-interval` seconds and publishes an immutable snapshot; a
-scrape only renders the latest snapshot. Modules: `config` (flags and environment), `sources` (groups and
-checkpoints), `kafka_reader` (everything read from Kafka), `snapshot` (lag arithmetic), `status` (the
-Burrow-style rules, written out in its docstring), `loop` (the refresh loop), `collector` (Prometheus),
-`main` (the HTTP entry point).
+scrape only serves the latest snapshot, rendered once per snapshot. Modules: `config` (flags and
+environment), `sources` (groups and checkpoints), `kafka_reader` (everything read from Kafka), `snapshot`
+(lag arithmetic), `status` (the Burrow-style rules, written out in its docstring), `loop` (the refresh
+loop), `collector` (Prometheus, /metrics), `main` (the HTTP entry point).
 
 Metrics (labels `source`, `group`, `topic`, `partition`; no `partition` with `--granularity topic`):
   streamstack_lag_committed_offset, streamstack_lag_records, streamstack_lag_seconds,

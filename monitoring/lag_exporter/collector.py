@@ -1,9 +1,20 @@
-"""Prometheus side: a custom Collector rendering the latest snapshot, and the exporter's own health metrics.
+"""Prometheus side: the lag families of the latest snapshot, the exporter's own health metrics, /metrics.
 
 `LagCollector.collect()` builds fresh metric families from whatever snapshot the refresh loop published last,
 so a scrape never touches Kafka and a group, topic or partition that is gone from the snapshot is gone from
 the output. The exporter's health (up, stale, collection duration, last success, errors) is ordinary direct
-instrumentation registered on the same registry.
+instrumentation on its own registry.
+
+/metrics (`metrics_app`) does not render the lag families at each scrape: at 10,000 partitions x 100 groups
+they are ~400,000 samples and ~50 MB of text, seconds of work. `LagExposition` renders them once per
+snapshot (the refresh loop calls `prepare()` right after publishing one) into a gzip stream that is flushed
+but not finished; a scrape copies the compressor, appends the health families rendered then, and finishes
+the stream, so it costs the same at any number of series. The text is what prometheus_client renders for
+the same families (checked by the tests), in both exposition formats: the lag samples are the same bytes in
+the text format 0.0.4 and in OpenMetrics, whose `# EOF` ends the health part. The lag families come first,
+the health families last. A client that does not accept gzip gets the stream decompressed on the fly.
+`?name[]=...` selects among the health families only, as prometheus_client does for collectors that do not
+describe their families.
 
 Labels: `source` is `group`, `shadow` (group id starts with the shadow prefix) or `checkpoint`; `group` is
 the consumer group id or the checkpoint's label; `partition` is absent with `--granularity topic`. Never
@@ -12,14 +23,24 @@ the consumer group id or the checkpoint's label; `partition` is absent with `--g
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import socket
+import threading
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from socketserver import ThreadingMixIn
+from typing import Any, NamedTuple
+from urllib.parse import parse_qs
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import utils as prometheus_utils
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder, gzip_accepted
 from prometheus_client.metrics_core import Metric
 
 from monitoring.lag_exporter.snapshot import PartitionLag, Snapshot
-from monitoring.lag_exporter.status import GROUP_STATUSES, PARTITION_STATUSES
+from monitoring.lag_exporter.status import GROUP_STATUSES, PARTITION_STATUSES, Status
 
 PREFIX = "streamstack_lag_"
 ERROR_KINDS = ("kafka", "group", "checkpoint", "timestamp", "commit_log", "internal")
@@ -73,8 +94,121 @@ class ExporterHealth:
         self.duration.set(duration)
 
 
-def _gauge(name: str, documentation: str, labels: Iterable[str]) -> GaugeMetricFamily:
-    return GaugeMetricFamily(PREFIX + name, documentation, labels=list(labels))
+class _Family(NamedTuple):
+    """One lag family: its name (after the prefix), help text, and either a value per row or, for a status
+    family, the statuses it has a series for (1 for the row's status, 0 for the others)."""
+
+    name: str
+    documentation: str
+    value: Callable[[Any], float] | None = None
+    statuses: tuple[Status, ...] = ()
+
+
+_PARTITION_FAMILIES = (
+    _Family("committed_offset", "Next offset the consumer will process (its commit)", lambda r: r.committed),
+    _Family(
+        "records", "Lag in records: latest offset minus committed offset, never negative", lambda r: r.lag
+    ),
+    _Family(
+        "seconds",
+        "Lag in seconds: age of the oldest unprocessed record, 0 when caught up",
+        lambda r: r.lag_seconds,
+    ),
+    _Family(
+        "consumed_records_per_second",
+        "Records per second the consumer committed over the window",
+        lambda r: r.consumption_rate,
+    ),
+    _Family(
+        "catch_up_eta_seconds",
+        "Lag divided by the consumption rate over the window; +Inf when lagging and not consuming",
+        lambda r: r.eta_seconds,
+    ),
+    _Family(
+        "data_loss",
+        "1 if the committed offset is below the earliest offset kept",
+        lambda r: 1 if r.data_loss else 0,
+    ),
+    _Family("lost_records", "Records deleted before the consumer processed them", lambda r: r.lost_records),
+    _Family(
+        "status",
+        "Burrow-style partition status: 1 for the current status (OK, WARN, STOP, STALL, REWIND)",
+        statuses=PARTITION_STATUSES,
+    ),
+    _Family(
+        "status_code",
+        "Partition status as a number: OK 1, WARN 2, STOP 4, STALL 5, REWIND 6",
+        lambda r: r.status.code,
+    ),
+)
+_GROUP_FAMILIES = (
+    _Family("group_records", "Sum of the lag in records over the group's partitions", lambda g: g.lag),
+    _Family("group_max_records", "Highest lag in records of any partition of the group", lambda g: g.max_lag),
+    _Family(
+        "group_max_seconds",
+        "Highest lag in seconds of any partition of the group",
+        lambda g: g.max_lag_seconds,
+    ),
+    _Family(
+        "group_status",
+        "Burrow-style group status: 1 for the current status (OK, WARN, ERR)",
+        statuses=GROUP_STATUSES,
+    ),
+    _Family("group_status_code", "Group status as a number: OK 1, WARN 2, ERR 3", lambda g: g.status.code),
+)
+_OFFSET_FAMILIES = (
+    _Family("partition_earliest_offset", "Earliest offset kept in the partition", lambda o: o.earliest),
+    _Family("partition_latest_offset", "Offset the next record appended will get", lambda o: o.latest),
+)
+_CHECKPOINT_FAMILIES = (
+    _Family(
+        "checkpoint_readable",
+        "1 if the Spark checkpoint could be read at the last collection, 0 if missing or corrupt",
+        lambda c: 1 if c.readable else 0,
+    ),
+)
+
+
+class _Table(NamedTuple):
+    """Rows of one kind with their label names and values, and the families rendered from them."""
+
+    label_names: list[str]
+    rows: Sequence[tuple[list[str], Any]]  # (label values, row)
+    families: tuple[_Family, ...]
+
+
+def _tables(snapshot: Snapshot) -> list[_Table]:
+    by_partition = snapshot.granularity == "partition"
+
+    def partition_values(row: PartitionLag) -> list[str]:
+        base = [row.source, row.group, row.topic]
+        return [*base, str(row.partition)] if by_partition else base
+
+    return [
+        _Table(
+            ["source", "group", "topic", *(["partition"] if by_partition else [])],
+            [(partition_values(row), row) for row in snapshot.partitions],
+            _PARTITION_FAMILIES,
+        ),
+        _Table(
+            ["source", "group"],
+            [([group.source, group.group], group) for group in snapshot.groups],
+            _GROUP_FAMILIES,
+        ),
+        _Table(
+            ["topic", *(["partition"] if by_partition else [])],
+            [
+                ([entry.topic, *([str(entry.partition)] if by_partition else [])], entry)
+                for entry in snapshot.offsets
+            ],
+            _OFFSET_FAMILIES,
+        ),
+        _Table(
+            ["checkpoint", "group"],
+            [([health.checkpoint, health.group], health) for health in snapshot.checkpoints],
+            _CHECKPOINT_FAMILIES,
+        ),
+    ]
 
 
 class LagCollector:
@@ -90,96 +224,207 @@ class LagCollector:
         snapshot = self._snapshot()
         if snapshot is None:
             return
-        by_partition = snapshot.granularity == "partition"
-        labels = ["source", "group", "topic", *(["partition"] if by_partition else [])]
+        for table in _tables(snapshot):
+            for family in table.families:
+                if family.value is None:
+                    metric = GaugeMetricFamily(
+                        PREFIX + family.name, family.documentation, labels=[*table.label_names, "status"]
+                    )
+                    for values, row in table.rows:
+                        for candidate in family.statuses:
+                            metric.add_metric([*values, candidate.name], 1 if candidate is row.status else 0)
+                else:
+                    metric = GaugeMetricFamily(
+                        PREFIX + family.name, family.documentation, labels=table.label_names
+                    )
+                    for values, row in table.rows:
+                        metric.add_metric(values, family.value(row))
+                yield metric
 
-        def values(row: PartitionLag) -> list[str]:
-            base = [row.source, row.group, row.topic]
-            return [*base, str(row.partition)] if by_partition else base
 
-        committed = _gauge("committed_offset", "Next offset the consumer will process (its commit)", labels)
-        records = _gauge(
-            "records", "Lag in records: latest offset minus committed offset, never negative", labels
-        )
-        seconds = _gauge(
-            "seconds", "Lag in seconds: age of the oldest unprocessed record, 0 when caught up", labels
-        )
-        rate = _gauge(
-            "consumed_records_per_second", "Records per second the consumer committed over the window", labels
-        )
-        eta = _gauge(
-            "catch_up_eta_seconds",
-            "Lag divided by the consumption rate over the window; +Inf when lagging and not consuming",
-            labels,
-        )
-        loss = _gauge("data_loss", "1 if the committed offset is below the earliest offset kept", labels)
-        lost = _gauge("lost_records", "Records deleted before the consumer processed them", labels)
-        status = _gauge(
-            "status",
-            "Burrow-style partition status: 1 for the current status (OK, WARN, STOP, STALL, REWIND)",
-            [*labels, "status"],
-        )
-        code = _gauge(
-            "status_code", "Partition status as a number: OK 1, WARN 2, STOP 4, STALL 5, REWIND 6", labels
-        )
-        for row in snapshot.partitions:
-            label_values = values(row)
-            committed.add_metric(label_values, row.committed)
-            records.add_metric(label_values, row.lag)
-            seconds.add_metric(label_values, row.lag_seconds)
-            rate.add_metric(label_values, row.consumption_rate)
-            eta.add_metric(label_values, row.eta_seconds)
-            loss.add_metric(label_values, 1 if row.data_loss else 0)
-            lost.add_metric(label_values, row.lost_records)
-            for candidate in PARTITION_STATUSES:
-                status.add_metric([*label_values, candidate.name], 1 if candidate is row.status else 0)
-            code.add_metric(label_values, row.status.code)
-        yield from (committed, records, seconds, rate, eta, loss, lost, status, code)
+# -- rendering once per snapshot -----------------------------------------------------------------------------
 
-        group_labels = ["source", "group"]
-        group_records = _gauge(
-            "group_records", "Sum of the lag in records over the group's partitions", group_labels
-        )
-        group_max = _gauge(
-            "group_max_records", "Highest lag in records of any partition of the group", group_labels
-        )
-        group_seconds = _gauge(
-            "group_max_seconds", "Highest lag in seconds of any partition of the group", group_labels
-        )
-        group_status = _gauge(
-            "group_status",
-            "Burrow-style group status: 1 for the current status (OK, WARN, ERR)",
-            [*group_labels, "status"],
-        )
-        group_code = _gauge(
-            "group_status_code", "Group status as a number: OK 1, WARN 2, ERR 3", group_labels
-        )
-        for group in snapshot.groups:
-            group_values = [group.source, group.group]
-            group_records.add_metric(group_values, group.lag)
-            group_max.add_metric(group_values, group.max_lag)
-            group_seconds.add_metric(group_values, group.max_lag_seconds)
-            for candidate in GROUP_STATUSES:
-                group_status.add_metric(
-                    [*group_values, candidate.name], 1 if candidate is group.status else 0
-                )
-            group_code.add_metric(group_values, group.status.code)
-        yield from (group_records, group_max, group_seconds, group_status, group_code)
 
-        offset_labels = ["topic", *(["partition"] if by_partition else [])]
-        earliest = _gauge("partition_earliest_offset", "Earliest offset kept in the partition", offset_labels)
-        latest = _gauge("partition_latest_offset", "Offset the next record appended will get", offset_labels)
-        for entry in snapshot.offsets:
-            offset_values = [entry.topic, *([str(entry.partition)] if by_partition else [])]
-            earliest.add_metric(offset_values, entry.earliest)
-            latest.add_metric(offset_values, entry.latest)
-        yield from (earliest, latest)
+def _float_to_go_string(value: float) -> str:
+    text: str = prometheus_utils.floatToGoString(value)  # type: ignore[no-untyped-call]
+    return text
 
-        readable = _gauge(
-            "checkpoint_readable",
-            "1 if the Spark checkpoint could be read at the last collection, 0 if missing or corrupt",
-            ["checkpoint", "group"],
-        )
-        for health in snapshot.checkpoints:
-            readable.add_metric([health.checkpoint, health.group], 1 if health.readable else 0)
-        yield readable
+
+def _escape(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def render_lag_text(snapshot: Snapshot, rows_per_chunk: int = 2000) -> Iterator[str]:
+    """The lag families of `snapshot` in the exposition text format, in chunks of about `rows_per_chunk`
+    rows: byte for byte what prometheus_client renders for `LagCollector.collect()`, in the text format 0.0.4
+    and (without its final `# EOF`) in OpenMetrics."""
+    for table in _tables(snapshot):
+        order = sorted(range(len(table.label_names)), key=table.label_names.__getitem__)
+        with_status = sorted([*table.label_names, "status"])
+        split = with_status.index("status")  # labels sorted before `status`, then those after
+        labels: list[tuple[str, int]] = []  # per row: its labels, and where `status` goes among them
+        for values, _ in table.rows:
+            parts = [f'{table.label_names[i]}="{_escape(values[i])}"' for i in order]
+            labels.append((",".join(parts), sum(len(part) + 1 for part in parts[:split])))
+        for family in table.families:
+            name = PREFIX + family.name
+            documentation = family.documentation.replace("\\", r"\\").replace("\n", r"\n")
+            lines = [f"# HELP {name} {documentation}\n# TYPE {name} gauge\n"]
+            for (_, row), (all_labels, cut) in zip(table.rows, labels, strict=True):
+                if family.value is None:
+                    if cut > len(all_labels):  # `status` sorts last
+                        before, after = all_labels + ",", ""
+                    else:  # `before` is empty or ends with its comma
+                        before, after = all_labels[:cut], all_labels[cut:]
+                    for candidate in family.statuses:
+                        status = f'status="{candidate.name}"' + ("," if after else "")
+                        value = "1.0" if candidate is row.status else "0.0"
+                        lines.append(f"{name}{{{before}{status}{after}}} {value}\n")
+                else:
+                    lines.append(f"{name}{{{all_labels}}} {_float_to_go_string(family.value(row))}\n")
+                if len(lines) >= rows_per_chunk:
+                    yield "".join(lines)
+                    lines = []
+            yield "".join(lines)
+
+
+@dataclass(frozen=True)
+class RenderedLag:
+    """The lag text of one snapshot as a flushed, unfinished gzip stream and the compressor's state."""
+
+    snapshot: Snapshot
+    gzip_prefix: bytes
+    compressor: Any  # zlib's compress object after the prefix: copy it, feed it more, flush it
+    text_bytes: int
+
+    def gzip_with(self, tail: bytes) -> bytes:
+        """The whole gzip member: the lag text followed by `tail`."""
+        compressor = self.compressor.copy()
+        whole: bytes = self.gzip_prefix + compressor.compress(tail) + compressor.flush()
+        return whole
+
+    def text_chunks(self, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
+        """The lag text, decompressed `chunk_bytes` at a time (the text is ~30 times the gzip stream)."""
+        decompressor = zlib.decompressobj(wbits=31)
+        pending = self.gzip_prefix
+        while True:
+            chunk = decompressor.decompress(pending, chunk_bytes)
+            pending = decompressor.unconsumed_tail
+            if chunk:
+                yield chunk
+            elif not pending:
+                return
+
+
+class LagExposition:
+    """Lag families rendered and compressed once per snapshot; keeps the latest rendering."""
+
+    def __init__(self, compression_level: int = 6) -> None:
+        self._level = compression_level
+        self._rendered: RenderedLag | None = None
+        self._lock = threading.Lock()
+
+    def prepare(self, snapshot: Snapshot) -> RenderedLag:
+        """The rendering of `snapshot`, made now unless it is the one kept (the refresh loop calls this
+        right after publishing a snapshot, so a scrape finds it ready)."""
+        with self._lock:
+            rendered = self._rendered
+            if rendered is not None and rendered.snapshot is snapshot:
+                return rendered
+            compressor = zlib.compressobj(self._level, zlib.DEFLATED, 31)
+            parts, size = [], 0
+            for chunk in render_lag_text(snapshot):
+                data = chunk.encode()
+                size += len(data)
+                parts.append(compressor.compress(data))
+            parts.append(compressor.flush(zlib.Z_SYNC_FLUSH))
+            rendered = RenderedLag(snapshot, b"".join(parts), compressor, size)
+            self._rendered = rendered
+            return rendered
+
+    def current(self, snapshot: Snapshot) -> RenderedLag:
+        """What a scrape serves: the rendering of `snapshot`; while the loop is still rendering it, the
+        previous one (so a scrape never waits for a rendering)."""
+        rendered = self._rendered
+        if rendered is not None and (rendered.snapshot is snapshot or self._lock.locked()):
+            return rendered
+        return self.prepare(snapshot)
+
+
+_WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def metrics_app(
+    health: CollectorRegistry, lag: LagExposition, latest: Callable[[], Snapshot | None]
+) -> _WsgiApp:
+    """The WSGI app serving /metrics (any path, as prometheus_client does): the lag families of the latest
+    snapshot, then the health families of `health`."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        method = environ["REQUEST_METHOD"]
+        if method == "OPTIONS":
+            start_response("200 OK", [("Allow", "OPTIONS,GET")])
+            return [b""]
+        if method != "GET":
+            start_response("405 Method Not Allowed", [("Allow", "OPTIONS,GET")])
+            return [f"# HTTP 405 Method Not Allowed: {method}; use OPTIONS or GET\n".encode()]
+        if environ.get("PATH_INFO") == "/favicon.ico":
+            start_response("200 OK", [])
+            return [b""]
+        encoder, content_type = choose_encoder(environ.get("HTTP_ACCEPT", ""))
+        gzipped = gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING", ""))
+        params = parse_qs(environ.get("QUERY_STRING", ""))
+        snapshot = None if "name[]" in params else latest()
+        rendered = None if snapshot is None else lag.current(snapshot)
+        health_text = encoder(health.restricted_registry(params["name[]"]) if "name[]" in params else health)
+        headers = [("Content-Type", content_type)]
+        body: Iterable[bytes]
+        if rendered is None:
+            body = [_gzip(health_text) if gzipped else health_text]
+        elif gzipped:
+            body = [rendered.gzip_with(health_text)]
+        else:
+            headers.append(("Content-Length", str(rendered.text_bytes + len(health_text))))
+            start_response("200 OK", headers)
+            return _chain(rendered.text_chunks(), health_text)
+        if gzipped:
+            headers.append(("Content-Encoding", "gzip"))
+        headers.append(("Content-Length", str(sum(len(part) for part in body))))
+        start_response("200 OK", headers)
+        return body
+
+    return app
+
+
+def _gzip(data: bytes) -> bytes:
+    compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+    return compressor.compress(data) + compressor.flush()
+
+
+def _chain(chunks: Iterator[bytes], tail: bytes) -> Iterator[bytes]:
+    yield from chunks
+    yield tail
+
+
+class _SilentHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """No access log."""
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a scrape in flight does not hold up a stop
+
+
+def start_metrics_server(host: str, port: int, app: _WsgiApp) -> tuple[WSGIServer, threading.Thread]:
+    """Serve `app` on host:port (IPv4 or IPv6) from a daemon thread, one thread per request."""
+    family, _, _, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+
+    class Server(_ThreadingServer):
+        address_family = family
+
+    server = make_server(str(address[0]), port, app, Server, handler_class=_SilentHandler)
+    thread = threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True)
+    thread.start()
+    return server, thread

@@ -25,7 +25,7 @@ is the worst partition's, the consumption rate is summed. Group values are alway
 from __future__ import annotations
 
 import math
-from collections import deque
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -34,16 +34,14 @@ from monitoring.lag_exporter.status import (
     History,
     Sample,
     Status,
-    consumption_rate,
     evaluate_group,
-    evaluate_partition,
     worst,
 )
 
 TP = tuple[str, int]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PartitionLag:
     source: str
     group: str
@@ -64,7 +62,7 @@ class PartitionLag:
         return self.lost_records > 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GroupLag:
     source: str
     group: str
@@ -74,7 +72,7 @@ class GroupLag:
     status: Status
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TopicPartitionOffsets:
     topic: str
     partition: int | None
@@ -82,7 +80,7 @@ class TopicPartitionOffsets:
     latest: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     taken_at: float
     partitions: tuple[PartitionLag, ...] = ()
@@ -96,21 +94,31 @@ class ProducedHistory:
     """(latest offset, wall time) samples per partition, for interpolating when an offset was appended.
 
     A run of samples with the same offset keeps its first and last time; at most `limit` points per partition.
+    Kept as two arrays per partition (16 bytes a point, not a tuple of objects: ~40 MB rather than ~280 MB
+    for 10,000 partitions that each keep 256 points).
     """
 
     def __init__(self, limit: int = 256) -> None:
         self._limit = limit
-        self._points: dict[TP, deque[tuple[int, float]]] = {}
+        self._points: dict[TP, tuple[array[int], array[float]]] = {}
 
     def record(self, tp: TP, latest: int, at: float) -> None:
-        points = self._points.setdefault(tp, deque(maxlen=self._limit))
-        if len(points) >= 2 and points[-1][0] == latest and points[-2][0] == latest:
-            points[-1] = (latest, at)
-        else:
-            points.append((latest, at))
+        points = self._points.get(tp)
+        if points is None:
+            points = self._points[tp] = (array("q"), array("d"))
+        offsets, times = points
+        if len(offsets) >= 2 and offsets[-1] == latest and offsets[-2] == latest:
+            times[-1] = at
+            return
+        offsets.append(latest)
+        times.append(at)
+        if len(offsets) > self._limit:
+            del offsets[0]
+            del times[0]
 
     def points(self, tp: TP) -> Sequence[tuple[int, float]]:
-        return tuple(self._points.get(tp, ()))
+        offsets, times = self._points.get(tp, ((), ()))
+        return tuple(zip(offsets, times, strict=True))
 
     def retain(self, tps: Iterable[TP]) -> None:
         keep = set(tps)
@@ -188,36 +196,48 @@ def build_snapshot(
 ) -> Snapshot:
     """Compute every value of a snapshot; records this collection's samples into `history`."""
     rows: list[PartitionLag] = []
+    keys = []
+    earliest_offsets, latest_offsets = inputs.earliest, inputs.latest
+    record_timestamps = inputs.record_timestamps
     for position in inputs.positions:
         tp = (position.topic, position.partition)
-        if tp not in inputs.latest or tp not in inputs.earliest:
+        if tp not in latest_offsets or tp not in earliest_offsets:
+            keys.append(position.key)
             continue
-        earliest, latest = inputs.earliest[tp], inputs.latest[tp]
+        earliest, latest = earliest_offsets[tp], latest_offsets[tp]
         committed = position.committed
         lag = max(0, latest - committed)
-        samples = history.record(position.key, Sample(now, committed, lag, position.last_commit))
-        timestamp = inputs.record_timestamps.get(
-            (position.topic, position.partition, timestamp_offset(committed, earliest))
+        key = position.key
+        keys.append(key)
+        status, rate = history.record_and_evaluate(
+            key, Sample(now, committed, lag, position.last_commit), now
         )
-        rate = consumption_rate(samples, now, history.window)
+        if lag > 0:
+            timestamp = record_timestamps.get((*tp, timestamp_offset(committed, earliest)))
+            interpolate = timestamp is None or timestamp < 0  # only then are the samples looked at
+            seconds = lag_seconds(
+                committed, latest, now, timestamp, produced.points(tp) if interpolate else ()
+            )
+        else:
+            seconds = 0.0  # what lag_seconds() says for a consumer that is caught up
         rows.append(
             PartitionLag(
-                source=position.source,
-                group=position.group,
-                topic=position.topic,
-                partition=position.partition,
-                committed=committed,
-                earliest=earliest,
-                latest=latest,
-                lag=lag,
-                lag_seconds=lag_seconds(committed, latest, now, timestamp, produced.points(tp)),
-                consumption_rate=rate,
-                eta_seconds=eta_seconds(lag, rate),
-                lost_records=max(0, earliest - committed),
-                status=evaluate_partition(samples, now, history.window),
+                position.source,
+                position.group,
+                position.topic,
+                position.partition,
+                committed,
+                earliest,
+                latest,
+                lag,
+                seconds,
+                rate,
+                eta_seconds(lag, rate),
+                max(0, earliest - committed),
+                status,
             )
         )
-    history.retain(position.key for position in inputs.positions)
+    history.retain(keys)
     groups = _groups(rows)
     offsets = [
         TopicPartitionOffsets(topic, partition, inputs.earliest[(topic, partition)], latest)

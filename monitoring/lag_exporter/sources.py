@@ -35,7 +35,7 @@ Source = Literal["group", "shadow", "checkpoint"]
 TP = tuple[str, int]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Position:
     """A consumer's processed position in one partition."""
 

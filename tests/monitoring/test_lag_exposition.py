@@ -1,0 +1,347 @@
+"""The exporter's fast paths against their reference: /metrics rendered once per snapshot equals what
+prometheus_client renders, the record-batch scanner equals kafka-python's decoding, and the loop asks a
+reader that reads several offsets per partition once per collection."""
+
+from __future__ import annotations
+
+import gzip
+import math
+import random
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import pytest
+from kafka.record import MemoryRecords, MemoryRecordsBuilder
+from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client.exposition import generate_latest
+from prometheus_client.openmetrics import exposition as openmetrics
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from monitoring.lag_exporter.collector import (
+    ExporterHealth,
+    LagCollector,
+    LagExposition,
+    metrics_app,
+    render_lag_text,
+)
+from monitoring.lag_exporter.config import ExporterConfig
+from monitoring.lag_exporter.kafka_reader import scan_records
+from monitoring.lag_exporter.loop import Refresher
+from monitoring.lag_exporter.snapshot import (
+    GroupLag,
+    PartitionLag,
+    ProducedHistory,
+    Snapshot,
+    TopicPartitionOffsets,
+)
+from monitoring.lag_exporter.sources import CheckpointHealth
+from monitoring.lag_exporter.status import (
+    PARTITION_STATUSES,
+    History,
+    Sample,
+    Status,
+    consumption_rate,
+    evaluate_partition,
+)
+from tests.monitoring.test_lag_units import TP, FakeKafka
+
+OPENMETRICS_ACCEPT = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+
+
+def _row(group: str, partition: int | None, lag: int, status: Status, **values: Any) -> PartitionLag:
+    fields: dict[str, Any] = {
+        "source": "group",
+        "group": group,
+        "topic": "orders",
+        "partition": partition,
+        "committed": 1_234_567_890 - lag,
+        "earliest": 5,
+        "latest": 1_234_567_890,
+        "lag": lag,
+        "lag_seconds": lag / 7,
+        "consumption_rate": 0.0 if lag else 12.5,
+        "eta_seconds": math.inf if lag else 0.0,
+        "lost_records": 0,
+        "status": status,
+    }
+    return PartitionLag(**{**fields, **values})
+
+
+def _snapshot(granularity: str = "partition") -> Snapshot:
+    partition = (lambda p: p) if granularity == "partition" else (lambda p: None)
+    return Snapshot(
+        taken_at=1.0,
+        partitions=(
+            _row('we"ird\\group\nid', partition(0), 7, Status.STOP),
+            _row("g", partition(1), 0, Status.OK, source="shadow", lost_records=3),
+            _row("g", partition(2), 2_000_000, Status.WARN, topic='t"2'),
+        ),
+        groups=(
+            GroupLag("group", 'we"ird\\group\nid', 7, 7, 1.0, Status.ERR),
+            GroupLag("shadow", "g", 0, 0, 0.0, Status.OK),
+        ),
+        offsets=(TopicPartitionOffsets("orders", partition(0), 5, 1_234_567_890),),
+        checkpoints=(CheckpointHealth("ck", "ck/q", False, "bad"), CheckpointHealth("ck", "ck/r", True)),
+        granularity=granularity,
+    )
+
+
+@pytest.mark.parametrize("granularity", ["partition", "topic"])
+def test_lag_text_rendered_once_is_what_prometheus_client_renders_in_both_formats(granularity: str) -> None:
+    snapshot = _snapshot(granularity)
+    registry = CollectorRegistry()
+    registry.register(LagCollector(lambda: snapshot))
+    rendered = "".join(render_lag_text(snapshot, rows_per_chunk=2))
+    assert rendered == generate_latest(registry).decode()
+    assert rendered + "# EOF\n" == openmetrics.generate_latest(registry).decode()  # type: ignore[no-untyped-call]
+    empty = Snapshot(taken_at=1.0)  # families without samples keep their HELP and TYPE
+    registry = CollectorRegistry()
+    registry.register(LagCollector(lambda: empty))
+    assert "".join(render_lag_text(empty)) == generate_latest(registry).decode()
+
+
+def _health() -> tuple[CollectorRegistry, ExporterHealth]:
+    registry = CollectorRegistry()
+    health = ExporterHealth(registry)
+    health.succeeded(at=1_700_000_000.0, duration=1.25)
+    return registry, health
+
+
+def _get(
+    app: Callable[..., Iterable[bytes]], accept: str = "", encoding: str = "", query: str = ""
+) -> tuple[str, dict[str, str], bytes]:
+    answer: dict[str, Any] = {}
+
+    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+        answer["status"], answer["headers"] = status, dict(headers)
+
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": "/metrics",
+        "QUERY_STRING": query,
+        "HTTP_ACCEPT": accept,
+        "HTTP_ACCEPT_ENCODING": encoding,
+    }
+    body = b"".join(app(environ, start_response))
+    return answer["status"], answer["headers"], body
+
+
+def test_metrics_serves_the_lag_families_then_the_health_families_gzipped_or_not() -> None:
+    health_registry, _ = _health()
+    snapshot = _snapshot()
+    latest: list[Snapshot | None] = [None]
+    exposition = LagExposition()
+    app = metrics_app(health_registry, exposition, lambda: latest[0])
+    health_text = generate_latest(health_registry)
+
+    status, headers, body = _get(app)
+    assert status == "200 OK" and body == health_text  # before the first snapshot: health only
+
+    latest[0] = snapshot
+    lag_text = "".join(render_lag_text(snapshot)).encode()
+    status, headers, body = _get(app)
+    assert body == lag_text + health_text
+    assert int(headers["Content-Length"]) == len(body)
+    status, headers, body = _get(app, encoding="gzip")
+    assert headers["Content-Encoding"] == "gzip" and gzip.decompress(body) == lag_text + health_text
+    assert int(headers["Content-Length"]) == len(body)
+    assert exposition.prepare(snapshot) is exposition.prepare(snapshot)  # rendered once per snapshot
+    chunks = list(exposition.prepare(snapshot).text_chunks(chunk_bytes=100))
+    assert b"".join(chunks) == lag_text and max(len(chunk) for chunk in chunks) <= 100
+
+    status, headers, body = _get(app, accept=OPENMETRICS_ACCEPT, encoding="gzip")
+    assert headers["Content-Type"].startswith("application/openmetrics-text")
+    text = gzip.decompress(body).decode()
+    assert text.endswith("# EOF\n") and text.count("# EOF") == 1
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)  # type: ignore[no-untyped-call]
+        for sample in family.samples
+    }
+    labels = (("group", "g"), ("partition", "2"), ("source", "group"), ("topic", 't"2'))
+    assert samples[("streamstack_lag_records", labels)] == 2_000_000
+    assert samples[("streamstack_lag_status", tuple(sorted((*labels, ("status", "WARN")))))] == 1
+    assert samples[("streamstack_lag_exporter_collection_duration_seconds", ())] == 1.25
+
+    latest[0] = Snapshot(taken_at=2.0, partitions=(_row("h", 0, 1, Status.OK),))
+    assert b'group="h"' in _get(app)[2] and b'group="g"' not in _get(app)[2]  # a new snapshot, rendered anew
+
+    status, headers, body = _get(app, query="name[]=streamstack_lag_exporter_up")
+    assert body.decode().splitlines()[-1] == "streamstack_lag_exporter_up 1.0"
+    assert b"streamstack_lag_records" not in body and b"duration" not in body  # health families asked for
+
+
+def test_health_changes_between_snapshots_show_at_once() -> None:
+    health_registry, health = _health()
+    snapshot = _snapshot()
+    app = metrics_app(health_registry, LagExposition(), lambda: snapshot)
+    health.error("timestamp", 2)
+    text = gzip.decompress(_get(app, encoding="gzip")[2]).decode()
+    assert 'streamstack_lag_exporter_errors_total{kind="timestamp"} 2.0' in text
+    extra = Gauge("extra_gauge", "not from the snapshot", registry=health_registry)
+    extra.set(3)
+    assert "extra_gauge 3.0" in _get(app)[2].decode()
+
+
+# -- the record-batch scanner --------------------------------------------------------------------------
+
+
+def _batch(
+    magic: int, compression: int, base: int, count: int, first_ms: int, *, gaps: Iterable[int] = ()
+) -> tuple[bytes, list[tuple[int, int]]]:
+    """A record batch and its (offset, timestamp) pairs; `gaps` are record indexes preceded by a missing
+    offset (as compaction leaves them)."""
+    builder = MemoryRecordsBuilder(magic, compression, 1 << 20, offset=base)
+    truth, offset = [], base
+    for index in range(count):
+        if index in set(gaps):
+            builder.skip(1)
+            offset += 1
+        timestamp = first_ms + 7 * index - index % 3  # not monotonic, as producers' clocks are not
+        headers = [("h", b"x")] if magic == 2 and index % 4 == 0 else ([] if magic == 2 else None)
+        builder.append(timestamp, None, b"v" * (index % 40), headers)
+        truth.append((offset, timestamp))
+        offset += 1
+    builder.close()
+    return bytes(builder.buffer()), truth
+
+
+def _first_at_or_after(truth: list[tuple[int, int]], offset: int) -> int | None:
+    return next((timestamp for at, timestamp in truth if at >= offset), None)
+
+
+@pytest.mark.parametrize(("magic", "compression"), [(2, 0), (2, 1), (1, 0), (1, 1)])
+def test_scan_finds_the_first_record_at_or_after_each_offset(magic: int, compression: int) -> None:
+    first, first_truth = _batch(magic, compression, 100, 30, 1_700_000_000_000, gaps=(5, 6))
+    second, second_truth = _batch(magic, compression, first_truth[-1][0] + 1, 20, 1_700_000_500_000)
+    truth = first_truth + second_truth
+    data = first + second
+    kafka_python = [(record.offset, record.timestamp) for batch in MemoryRecords(data) for record in batch]
+    assert kafka_python == truth
+    for offsets in ([100], [104, 105, 106, 107], [90, 131, 140], [110, 133, 151], [149], [160]):
+        scan = scan_records(data, offsets)
+        expected = {at: _first_at_or_after(truth, at) for at in offsets}
+        assert scan.timestamps == {at: ts for at, ts in expected.items() if ts is not None}
+        if len(scan.timestamps) < len(offsets):
+            assert scan.resume_at == truth[-1][0] + 1  # read everything: fetch on from the end
+
+
+def test_scan_of_a_cut_off_batch_asks_for_its_length_or_resumes_after_the_whole_ones() -> None:
+    first, truth = _batch(2, 0, 0, 40, 1_700_000_000_000)
+    second, _ = _batch(2, 0, 40, 40, 1_700_000_100_000)
+    assert scan_records(first[:100], [3]).needs_bytes == len(first)
+    scan = scan_records(first + second[:50], [3, 45])
+    assert scan.timestamps == {3: _first_at_or_after(truth, 3)}
+    assert scan.resume_at == 40
+
+
+def _with_attributes(batch: bytes, flags: int) -> bytes:
+    """A v2 batch with extra attribute bits (the scanner does not check the CRC)."""
+    (attributes,) = struct.unpack_from(">h", batch, 21)
+    return batch[:21] + struct.pack(">h", attributes | flags) + batch[23:]
+
+
+def test_scan_skips_control_batches_and_takes_log_append_time_from_the_batch() -> None:
+    marker, _ = _batch(2, 0, 10, 1, 1_700_000_000_000)
+    data, truth = _batch(2, 0, 11, 5, 1_700_000_000_500)
+    scan = scan_records(_with_attributes(marker, 0x20) + data, [10, 12])
+    assert scan.timestamps == {10: truth[0][1], 12: truth[1][1]}  # the marker at 10 is not a record
+    appended = scan_records(_with_attributes(data, 0x08), [12])
+    max_timestamp = struct.unpack_from(">q", data, 35)[0]
+    assert appended.timestamps == {12: max_timestamp} and max_timestamp == max(ts for _, ts in truth)
+
+
+# -- the loop with a reader of several offsets per partition -------------------------------------------
+
+
+class ManyOffsetsKafka(FakeKafka):
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[dict[TP, list[int]]] = []
+        self.fail = False
+
+    def record_timestamps(self, wanted: Mapping[TP, int], budget: float) -> dict[TP, int]:
+        raise AssertionError("a reader of several offsets is asked once, through timestamps_at")
+
+    def timestamps_at(
+        self, wanted: Mapping[TP, Iterable[int]], budget: float
+    ) -> dict[tuple[str, int, int], int]:
+        self.asked.append({tp: sorted(offsets) for tp, offsets in wanted.items()})
+        if self.fail:
+            raise ConnectionError("fetch failed")
+        return {
+            (*tp, offset): self.timestamps[(*tp, offset)]
+            for tp, offsets in wanted.items()
+            for offset in offsets
+            if (*tp, offset) in self.timestamps
+        }
+
+
+def test_the_loop_asks_for_every_offset_of_a_partition_at_once_and_caches_the_answers() -> None:
+    kafka = ManyOffsetsKafka()
+    kafka.committed = {"a": {("t", 0): 4}, "b": {("t", 0): 7}, "c": {("t", 0): 10}}
+    kafka.latest = {("t", 0): 10}
+    kafka.timestamps = {("t", 0, 4): 90_000, ("t", 0, 7): 95_000}
+    registry = CollectorRegistry()
+    config = ExporterConfig(bootstrap_servers="fake:1", refresh_interval=1, window=4)
+    refresher = Refresher(config, kafka, ExporterHealth(registry), clock=lambda: 100.0)
+    registry.register(LagCollector(refresher.latest))
+
+    assert refresher.refresh()
+    assert kafka.asked == [{("t", 0): [4, 7]}]  # group c is caught up: nothing to read for it
+    labels = {"source": "group", "topic": "t", "partition": "0"}
+    assert registry.get_sample_value("streamstack_lag_seconds", {**labels, "group": "a"}) == 10.0
+    assert registry.get_sample_value("streamstack_lag_seconds", {**labels, "group": "b"}) == 5.0
+    assert refresher.refresh()
+    assert len(kafka.asked) == 1  # both answers cached
+
+    kafka.committed["a"] = {("t", 0): 5}
+    kafka.fail = True
+    assert refresher.refresh()  # a failed lookup does not fail the collection
+    assert kafka.asked[-1] == {("t", 0): [5]}
+    assert registry.get_sample_value("streamstack_lag_exporter_errors_total", {"kind": "timestamp"}) == 1
+
+
+# -- the status rules on the history's columns --------------------------------------------------------------
+
+
+def test_statuses_and_rates_from_the_columns_equal_the_rules_on_samples() -> None:
+    """Random histories, fed to two histories alike: the column evaluation must agree with
+    evaluate_partition() and consumption_rate() on the Sample objects, for every sample of every history."""
+    generator = random.Random(4)
+    seen: set[Status] = set()
+    for case in range(400):
+        window = generator.choice([3.0, 10.0, 30.0])
+        by_samples, by_columns = History(window), History(window)
+        at = 1_000.0
+        committed = generator.randrange(0, 10**12)
+        for _ in range(generator.randrange(1, 40)):
+            at += generator.choice([0.0, 0.5, 1.0, 1.0, 2.5, 7.0, -1.0])  # equal, steady, jumps, clock back
+            committed += generator.choice([0, 0, 0, 1, 5, 100, -3])
+            lag = generator.choice([0, 1, 5, 5, 40, generator.randrange(0, 10**9)])
+            last_commit = generator.choice([None, at - 1.0, at - 2 * window, at])
+            sample = Sample(at, committed, lag, last_commit)
+            now = at + generator.choice([0.0, 0.0, 0.25, window])
+            samples = by_samples.record(("g", case), sample)
+            expected = (evaluate_partition(samples, now, window), consumption_rate(samples, now, window))
+            assert by_columns.record_and_evaluate(("g", case), sample, now) == expected, (case, samples)
+            seen.add(expected[0])
+    assert seen == set(PARTITION_STATUSES)  # every rule was exercised
+
+
+def test_produced_history_keeps_a_bounded_number_of_points() -> None:
+    produced = ProducedHistory(limit=4)
+    for offset in range(10):
+        produced.record(("t", 0), offset, float(offset))
+    assert produced.points(("t", 0)) == ((6, 6.0), (7, 7.0), (8, 8.0), (9, 9.0))
+    assert produced.points(("t", 1)) == ()
+
+
+def test_a_scrape_during_a_rendering_gets_the_previous_one_without_waiting() -> None:
+    exposition = LagExposition()
+    old, new = _snapshot(), _snapshot("topic")
+    previous = exposition.prepare(old)
+    with exposition._lock:  # the loop is rendering `new`
+        assert exposition.current(new) is previous
+    assert exposition.current(new).snapshot is new
