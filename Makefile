@@ -32,13 +32,22 @@ lint: $(STAMP) ## ruff (lint and format) and mypy
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: setup lint ## lint, then the whole test suite on real Kafka, Spark and Prometheus
+setup-all: $(STAMP) ## setup, plus helm and actionlint (go install) and checkov for the Kubernetes-side checks
+	$(BIN)/streamstack setup --kubernetes-tools
+
+test: setup-all lint ## lint, then the whole test suite on real Kafka, Spark, Prometheus, helm and checkov
 	$(BIN)/pytest
+
+dashboards: $(STAMP) ## regenerate the Grafana dashboards (monitoring/dashboards/generated/*.json) from code
+	$(BIN)/python -m monitoring.dashboards.build
 
 bench-jobs: setup ## benchmark the window job against Spark's ceiling and a plain consumer (JSON + markdown)
 	$(BIN)/python -m scripts.bench_windows
 
+bench-exporter: setup ## benchmark the lag exporter beside kafka_exporter (KAFKA_EXPORTER=binary) up to 10,000 partitions
+	$(BIN)/python -m scripts.bench_exporter --kafka-exporter "$(KAFKA_EXPORTER)"
+
 lock: $(STAMP) ## re-pin every Python package after changing pyproject.toml
 	$(BIN)/pip freeze --exclude-editable | grep -v '^streamstack' > constraints.txt
 
-.PHONY: help setup up down status lint test lock
+.PHONY: help setup setup-all up down status lint test lock dashboards

@@ -4,6 +4,9 @@ streamstack setup                 fetch Kafka, the Spark Kafka connector and Pro
 streamstack local up [--detach]   start Kafka, topics, producer, jobs and Prometheus; show live status
 streamstack local status [--json] where everything is and how each job is doing
 streamstack local down            stop a stack started with --detach (or clean up a stale one)
+streamstack status [--json]       lag, status and backpressure of every job and consumer group
+streamstack render --stack S --out DIR [--validate]  a Pulumi stack's manifests (under mocks), checked
+streamstack panels --out F.png    the overview dashboard's lag, rate and utilization panels as a PNG
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
 
-from streamstack import runtimes
+from streamstack import lag_status, panels, runtimes
 from streamstack.errors import StreamstackError
 from streamstack.local.pipeline import Pipeline, streaming_pipeline
 from streamstack.local.stack import (
@@ -34,7 +37,7 @@ from streamstack.local.stack import (
     supervisor_alive,
 )
 from streamstack.local.status import render_table
-from streamstack.paths import default_workdir
+from streamstack.paths import REPO_ROOT, default_workdir
 
 DETACH_TIMEOUT_SECONDS = 240.0
 
@@ -52,6 +55,11 @@ def _build_parser() -> argparse.ArgumentParser:
 
     setup = commands.add_parser("setup", help="fetch and verify the pinned third-party runtimes")
     setup.add_argument("--check", action="store_true", help="only check that everything is present")
+    setup.add_argument(
+        "--kubernetes-tools",
+        action="store_true",
+        help="also build helm and actionlint (go install) and install checkov, for the Kubernetes-side checks",
+    )
 
     local = commands.add_parser("local", help="the pipeline on this machine")
     local_commands = local.add_subparsers(
@@ -82,6 +90,19 @@ def _build_parser() -> argparse.ArgumentParser:
     status = local_commands.add_parser("status", help="show the local stack")
     status.add_argument("--workdir", type=Path, default=None)
     status.add_argument("--json", action="store_true", help="machine-readable output")
+
+    lag = commands.add_parser("status", help="lag, status and backpressure of jobs and consumer groups")
+    lag_status.add_arguments(lag)
+
+    panels.add_parser(commands)
+
+    render = commands.add_parser("render", help="write a Pulumi stack's Kubernetes manifests (under mocks)")
+    render.add_argument("--stack", required=True, help="the stack, e.g. dev or prod")
+    render.add_argument("--out", type=Path, required=True, help="directory to write the manifests to")
+    render.add_argument("--validate", action="store_true", help="check against the schemas; errors exit 1")
+    render.add_argument(
+        "--project-dir", type=Path, default=None, help="Pulumi.yaml's directory (default: repo)"
+    )
     return parser
 
 
@@ -248,12 +269,41 @@ def _local_status(workdir: Path, as_json: bool) -> int:
     return 0
 
 
+def _render(stack: str, out_dir: Path, validate: bool, project_dir: Path | None) -> int:
+    from streamstack import manifests  # noqa: PLC0415 (Pulumi loads in a second: only for this command)
+
+    rendered = manifests.render_stack(stack, project_dir=project_dir or REPO_ROOT)
+    written = manifests.write_rendered(rendered, out_dir)
+    print(
+        f"stack {stack}: {len(rendered.manifests)} objects, {len(rendered.helm_releases)} Helm releases; "
+        f"{len(written)} files in {out_dir}"
+    )
+    if not validate:
+        return 0
+    errors = manifests.validate_rendered(rendered)
+    for error in errors:
+        print(f"invalid: {error}", file=sys.stderr)
+    print(
+        f"validation against Kubernetes {rendered.kubernetes_version}, the CRDs and the charts' values: "
+        + (f"{len(errors)} errors" if errors else "all valid")
+    )
+    return 1 if errors else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     try:
         if args.command == "setup":
-            return runtimes.main(["--check"] if args.check else [])
+            return runtimes.main(
+                [*(["--check"] if args.check else []), *(["--kubernetes-tools"] if args.kubernetes_tools else [])]
+            )
+        if args.command == "status":
+            return lag_status.run(args)
+        if args.command == "render":
+            return _render(args.stack, args.out, args.validate, args.project_dir)
         workdir = (args.workdir or default_workdir()).resolve()
+        if args.command == "panels":
+            return panels.run(args, workdir)
         if args.local_command == "up":
             return _local_up(args, workdir)
         if args.local_command == "down":
