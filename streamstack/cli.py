@@ -58,7 +58,7 @@ def _build_parser() -> argparse.ArgumentParser:
     setup.add_argument(
         "--kubernetes-tools",
         action="store_true",
-        help="also build helm and actionlint (go install) and install checkov, for the Kubernetes-side checks",
+        help="also build helm and actionlint (go install) and install checkov (Kubernetes-side checks)",
     )
 
     local = commands.add_parser("local", help="the pipeline on this machine")
@@ -295,7 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return runtimes.main(
-                [*(["--check"] if args.check else []), *(["--kubernetes-tools"] if args.kubernetes_tools else [])]
+                [
+                    *(["--check"] if args.check else []),
+                    *(["--kubernetes-tools"] if args.kubernetes_tools else []),
+                ]
             )
         if args.command == "status":
             return lag_status.run(args)

@@ -534,7 +534,9 @@ def locate_go_tools(cache: Path | None = None) -> dict[str, Path]:
         else:
             missing.append(f"{tool.name} {tool.version}")
     if missing:
-        raise StreamstackError(f"{' and '.join(missing)} missing from {cache / 'go' / 'bin'}; {KUBERNETES_TOOLS_HINT}")
+        raise StreamstackError(
+            f"{' and '.join(missing)} missing from {cache / 'go' / 'bin'}; {KUBERNETES_TOOLS_HINT}"
+        )
     return found
 
 
