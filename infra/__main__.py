@@ -12,13 +12,14 @@ import pulumi_kubernetes as kubernetes
 from infra import config as stack_config
 from infra.components.kafka_cluster import KafkaCluster, KafkaClusterArgs
 from infra.components.lag_exporter import LagExporter, LagExporterArgs
-from infra.components.monitoring import Monitoring, MonitoringArgs
+from infra.components.monitoring import GRAFANA_ADMIN_PASSWORD_KEY, Monitoring, MonitoringArgs
 from infra.components.spark_platform import SparkPlatform, SparkPlatformArgs
 from infra.components.streaming_job import StreamingJob, StreamingJobArgs
 from infra.kafka_access import exporter_user, job_user, load_generator_user
 from infra.network import LOAD_GENERATOR_POD_LABELS, Peers
 
 config = stack_config.load()
+grafana_admin_password = stack_config.grafana_admin_password()  # None: the grafana chart generates one
 cluster, kafka_config, spark_config = config.cluster, config.kafka, config.spark
 provider = kubernetes.Provider("kubernetes", context=cluster.kubeconfig_context)
 
@@ -32,7 +33,15 @@ peers = Peers.of(kafka_config, monitoring_namespace)
 scrape_ports = {job.metrics_port for job in config.jobs}
 if config.lag_exporter.enabled:
     scrape_ports.add(config.lag_exporter.port)
-monitoring = Monitoring("monitoring", MonitoringArgs(config.monitoring, tuple(sorted(scrape_ports))), after())
+monitoring = Monitoring(
+    "monitoring",
+    MonitoringArgs(
+        config.monitoring,
+        tuple(sorted(scrape_ports)),
+        grafana_admin_password=grafana_admin_password,
+    ),
+    after(),
+)
 spark = SparkPlatform("spark", SparkPlatformArgs(spark_config, monitoring_namespace), after(monitoring))
 
 job_users = {job.name: job_user(job, spark_config.shadow_group_prefix) for job in config.jobs}
@@ -98,8 +107,8 @@ pulumi.export(
 )
 pulumi.export(
     "grafanaAdminPassword",
-    f"kubectl get secret -n {monitoring_namespace} {monitoring.grafana_service} "
-    "-o jsonpath='{.data.admin-password}' | base64 -d",
+    f"kubectl get secret -n {monitoring_namespace} {monitoring.grafana_admin_secret} "
+    f"-o jsonpath='{{.data.{GRAFANA_ADMIN_PASSWORD_KEY}}}' | base64 -d",
 )
 pulumi.export(
     "prometheusPortForward",

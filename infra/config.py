@@ -3,7 +3,9 @@
 Every setting is a structured value under one key (`streamstack:kafka`, `streamstack:spark`, ...) read with
 `pulumi.Config("streamstack").get_object`. A misspelt key, a wrong type or a combination that cannot work
 raises `ConfigError` whose message starts with the setting to change, e.g. `streamstack:kafka.version`, so
-`pulumi preview` fails before anything is created. Importing this module creates no resources.
+`pulumi preview` fails before anything is created. Importing this module creates no resources. The one
+secret, `streamstack:grafanaAdminPassword`, is not part of `load()`: `grafana_admin_password()` reads it as a
+Pulumi secret.
 
 Guard rails (see infra/README.md): a Kafka version the pinned Strimzi does not run; a Spark version that does
 not match the image tag or the spark-operator; a stateful job on a checkpoint volume only the driver can
@@ -939,6 +941,28 @@ def _monitoring(section: Section) -> MonitoringConfig:
 def _load_generator(section: Section) -> LoadGeneratorConfig:
     section.only("enabled")
     return LoadGeneratorConfig(enabled=section.boolean("enabled", LoadGeneratorConfig.enabled))
+
+
+# The one secret setting: a plain string read only with `get_secret`, never part of `load()`'s sections.
+GRAFANA_ADMIN_PASSWORD = "grafanaAdminPassword"
+
+
+def grafana_admin_password() -> pulumi.Output[str] | None:
+    """The optional stack secret `streamstack:grafanaAdminPassword` as a Pulumi secret, None when unset.
+
+    A value set without `--secret` sits in plain text in Pulumi.<stack>.yaml, and so in the repository: it
+    raises ConfigError naming the key (the CLI tells the program which keys are secret:
+    PULUMI_CONFIG_SECRET_KEYS, read by the language host into `pulumi.runtime.is_config_secret`)."""
+    password = pulumi.Config(PREFIX).get_secret(GRAFANA_ADMIN_PASSWORD)
+    if password is None:
+        return None
+    if not pulumi.runtime.is_config_secret(setting(GRAFANA_ADMIN_PASSWORD)):
+        raise ConfigError(
+            f"{setting(GRAFANA_ADMIN_PASSWORD)}: set in plain text; remove it "
+            f"(`pulumi config rm {GRAFANA_ADMIN_PASSWORD}`), choose a new password and set it with "
+            f"`pulumi config set --secret {GRAFANA_ADMIN_PASSWORD} <password>`"
+        )
+    return password
 
 
 SECTIONS = (

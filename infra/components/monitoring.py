@@ -41,6 +41,11 @@ RULE_GROUP_KEYS = {
 }
 RULE_KEYS = {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}
 CONFIGMAP_LIMIT_BYTES = 1024 * 1024
+# The grafana sub-chart's `admin.userKey`/`passwordKey` defaults: the keys of its own generated Secret too, so
+# the `grafanaAdminPassword` output reads `admin-password` whichever Secret holds it.
+GRAFANA_ADMIN_USER = "admin"
+GRAFANA_ADMIN_USER_KEY = "admin-user"
+GRAFANA_ADMIN_PASSWORD_KEY = "admin-password"
 
 
 @dataclass(frozen=True)
@@ -119,9 +124,18 @@ class MonitoringArgs:
     scrape_ports: tuple[int, ...] = ()
     rules_dir: Path = RULES_DIR
     dashboards_dir: Path = DASHBOARDS_DIR
+    # The stack secret `streamstack:grafanaAdminPassword`; None: the grafana sub-chart generates one.
+    grafana_admin_password: pulumi.Input[str] | None = None
 
 
-def chart_values(config: MonitoringConfig) -> dict[str, Any]:
+def grafana_admin_secret_name(config: MonitoringConfig) -> str:
+    """The Secret holding Grafana's admin password when the stack sets one."""
+    return f"{config.release_name}-grafana-admin"
+
+
+def chart_values(config: MonitoringConfig, grafana_admin_secret: str | None = None) -> dict[str, Any]:
+    """kube-prometheus-stack's values; `grafana_admin_secret` names a Secret with Grafana's admin user and
+    password (GRAFANA_ADMIN_USER_KEY, GRAFANA_ADMIN_PASSWORD_KEY) to use instead of a generated one."""
     prometheus_spec: dict[str, Any] = {
         # Select every ServiceMonitor, PodMonitor, rule, probe and scrape config, not only those carrying
         # this release's `release:` label.
@@ -143,20 +157,27 @@ def chart_values(config: MonitoringConfig) -> dict[str, Any]:
         if config.prometheus_storage_class:
             claim_spec["storageClassName"] = config.prometheus_storage_class
         prometheus_spec["storageSpec"] = {"volumeClaimTemplate": {"spec": claim_spec}}
+    grafana: dict[str, Any] = {
+        "sidecar": {
+            "dashboards": {
+                "enabled": True,
+                "label": DASHBOARD_LABEL,
+                "labelValue": "1",
+                "searchNamespace": "ALL",
+            }
+        }
+    }
+    if grafana_admin_secret is not None:
+        grafana["admin"] = {
+            "existingSecret": grafana_admin_secret,
+            "userKey": GRAFANA_ADMIN_USER_KEY,
+            "passwordKey": GRAFANA_ADMIN_PASSWORD_KEY,
+        }
     return {
         # Names start with the release name: <release>-grafana, <release>-prometheus.
         "fullnameOverride": config.release_name,
         "prometheus": {"prometheusSpec": prometheus_spec},
-        "grafana": {
-            "sidecar": {
-                "dashboards": {
-                    "enabled": True,
-                    "label": DASHBOARD_LABEL,
-                    "labelValue": "1",
-                    "searchNamespace": "ALL",
-                }
-            }
-        },
+        "grafana": grafana,
         # Control-plane components kind (and managed clusters) do not expose: their targets would stay down
         # and fire alerts.
         "kubeEtcd": {"enabled": False},
@@ -169,10 +190,14 @@ def chart_values(config: MonitoringConfig) -> dict[str, Any]:
 
 
 class Monitoring(pulumi.ComponentResource):
-    """kube-prometheus-stack 88.5.3 plus streamstack's PrometheusRules and dashboard ConfigMaps."""
+    """kube-prometheus-stack 88.5.3 plus streamstack's PrometheusRules and dashboard ConfigMaps, and with
+    `grafana_admin_password` the Secret Grafana takes its admin credentials from."""
 
     namespace: pulumi.Output[str]
     release: kubernetes.helm.v3.Release
+    grafana_admin: kubernetes.core.v1.Secret | None
+    # The Secret with Grafana's admin password (key GRAFANA_ADMIN_PASSWORD_KEY): ours, or the chart's.
+    grafana_admin_secret: str
     rules: dict[str, kubernetes.apiextensions.CustomResource]
     dashboards: dict[str, kubernetes.core.v1.ConfigMap]
     grafana_service: str
@@ -198,6 +223,23 @@ class Monitoring(pulumi.ComponentResource):
             network.monitoring_policies(config.namespace, args.scrape_ports),
             [monitoring_namespace],
         )
+        release_dependencies: list[pulumi.Resource] = [monitoring_namespace, *policies]
+        self.grafana_admin = None
+        own_admin_secret = None
+        if args.grafana_admin_password is not None:
+            own_admin_secret = grafana_admin_secret_name(config)
+            self.grafana_admin = kubernetes.core.v1.Secret(
+                f"{name}-grafana-admin",
+                metadata=metadata(own_admin_secret, config.namespace),
+                type="Opaque",
+                # The SDK marks a Secret's data a Pulumi secret: encrypted in the state, hidden in previews.
+                string_data={
+                    GRAFANA_ADMIN_USER_KEY: GRAFANA_ADMIN_USER,
+                    GRAFANA_ADMIN_PASSWORD_KEY: args.grafana_admin_password,
+                },
+                opts=child(self, [monitoring_namespace]),
+            )
+            release_dependencies.append(self.grafana_admin)
         self.release = kubernetes.helm.v3.Release(
             f"{name}-kube-prometheus-stack",
             kubernetes.helm.v3.ReleaseArgs(
@@ -206,10 +248,10 @@ class Monitoring(pulumi.ComponentResource):
                 version=config.chart_version,
                 repository_opts=kubernetes.helm.v3.RepositoryOptsArgs(repo=KUBE_PROMETHEUS_STACK_REPOSITORY),
                 namespace=monitoring_namespace.metadata.name,
-                values=chart_values(config),
+                values=chart_values(config, own_admin_secret),
                 cleanup_on_fail=True,
             ),
-            opts=child(self, [monitoring_namespace, *policies]),
+            opts=child(self, release_dependencies),
         )
         self.rules = {
             rule_file.name: kubernetes.apiextensions.CustomResource(
@@ -233,12 +275,15 @@ class Monitoring(pulumi.ComponentResource):
         }
         self.namespace = monitoring_namespace.metadata.name
         self.grafana_service = f"{config.release_name}-grafana"
+        # Without a Secret of ours, the grafana sub-chart generates one named like its Service.
+        self.grafana_admin_secret = own_admin_secret or self.grafana_service
         self.prometheus_service = f"{config.release_name}-prometheus"
         self.register_outputs(
             {
                 "namespace": self.namespace,
                 "grafana_service": self.grafana_service,
                 "prometheus_service": self.prometheus_service,
+                "grafana_admin_secret": self.grafana_admin_secret,
                 "rules": sorted(self.rules),
                 "dashboards": sorted(self.dashboards),
             }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import runpy
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,20 +195,29 @@ def mocked() -> Iterator[Callable[[str], Stack]]:
         # A fresh root Stack per run: set_mocks keeps an existing one, and with it the previous run's outputs.
         pulumi.runtime.settings.ROOT.set(None)
         pulumi.runtime.set_mocks(mocks, project="streamstack", stack=stack, preview=False, monitor=monitor)
-        pulumi.runtime.set_all_config({})
+        pulumi.runtime.set_all_config({}, [])  # no secret keys left from another test
         return Stack(monitor)
 
     yield install
-    pulumi.runtime.set_all_config({})
+    pulumi.runtime.set_all_config({}, [])
 
 
 def run_program(
-    mocked: Callable[[str], Stack], stack: str, sections: Mapping[str, Any] | None = None
+    mocked: Callable[[str], Stack],
+    stack: str,
+    sections: Mapping[str, Any] | None = None,
+    *,
+    strings: Mapping[str, str] | None = None,
+    secret_keys: Sequence[str] = (),
 ) -> Stack:
-    """Run infra/__main__.py as `pulumi up` runs it, on Pulumi.<stack>.yaml (or `sections`), under mocks."""
+    """Run infra/__main__.py as `pulumi up` runs it, on Pulumi.<stack>.yaml (or `sections`), under mocks.
+    `strings` are string settings as `pulumi config set` stores them; `secret_keys` name the settings the CLI
+    would mark secret (set with `--secret`), as the language host hands them to the program."""
     recorder = mocked(stack)
     values = stack_sections(stack) if sections is None else sections
-    pulumi.runtime.set_all_config({f"streamstack:{key}": json.dumps(value) for key, value in values.items()})
+    config = {f"streamstack:{key}": json.dumps(value) for key, value in values.items()}
+    config.update({f"streamstack:{key}": value for key, value in (strings or {}).items()})
+    pulumi.runtime.set_all_config(config, [f"streamstack:{key}" for key in secret_keys])
 
     def program() -> pulumi.Output[None]:
         runpy.run_path(str(PROGRAM), run_name="__main__")
