@@ -962,6 +962,13 @@ def grafana_admin_password() -> pulumi.Output[str] | None:
             f"(`pulumi config rm {GRAFANA_ADMIN_PASSWORD}`), choose a new password and set it with "
             f"`pulumi config set --secret {GRAFANA_ADMIN_PASSWORD} <password>`"
         )
+    # The raw value, read without wrapping it: checked before any resource exists, never printed.
+    if not str(pulumi.runtime.get_config(setting(GRAFANA_ADMIN_PASSWORD))).strip():
+        raise ConfigError(
+            f"{setting(GRAFANA_ADMIN_PASSWORD)}: empty; set a password with "
+            f"`pulumi config set --secret {GRAFANA_ADMIN_PASSWORD} <password>`, or remove the setting "
+            "to let the chart generate one"
+        )
     return password
 
 
@@ -978,10 +985,27 @@ SECTIONS = (
 )
 
 
+def configured_keys() -> set[str]:
+    """The `streamstack:` keys the stack sets, as the program receives them: from the language host's
+    PULUMI_CONFIG, or set in-process (mocks, `streamstack render`)."""
+    received = {*pulumi.runtime.config.CONFIG.get(), *pulumi.runtime.get_config_env()}
+    return {key.split(":", 1)[1] for key in received if key.startswith(f"{PREFIX}:")}
+
+
+def check_known_keys(keys: Iterable[str]) -> None:
+    """A misspelt top-level key (`streamstack:kafak`) would otherwise be ignored and its defaults used."""
+    known = (*SECTIONS, GRAFANA_ADMIN_PASSWORD)
+    unknown = sorted(set(keys) - set(known))
+    if unknown:
+        raise ConfigError(f"{setting(unknown[0])}: unknown setting (known: {', '.join(sorted(known))})")
+
+
 def load(read: Callable[[str], object] | None = None) -> StackConfig:
     """Read and validate the stack config. `read(key)` returns one structured value (default: the values of
-    `pulumi.Config("streamstack").get_object`); raises ConfigError naming the first bad setting."""
+    `pulumi.Config("streamstack").get_object`, after checking that every key set is a known one); raises
+    ConfigError naming the first bad setting."""
     if read is None:
+        check_known_keys(configured_keys())
         read = pulumi.Config(PREFIX).get_object
     raw = {key: read(key) for key in SECTIONS}
     kafka = _kafka(Section("kafka", raw["kafka"]))

@@ -3,7 +3,9 @@ exists, with a message that starts with the setting to change."""
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,9 +16,10 @@ from infra.config import (
     KafkaConfig,
     SparkConfig,
     TopicConfig,
+    configured_keys,
     require_topic_fits,
 )
-from tests.infra.conftest import load_config, stack_sections
+from tests.infra.conftest import Stack, load_config, run_program, stack_sections
 
 
 def fails_naming(setting: str, stack: str = "dev", **sections: Any) -> str:
@@ -108,6 +111,26 @@ def test_a_misspelt_setting_is_rejected_by_name() -> None:
         jobs=[{"name": "user-view"}, {"name": "sessionization", "executor": {"instance": 2}}],
     )
     fails_naming("streamstack:jobDefaults.stateful", jobDefaults={"stateful": True})
+
+
+def test_a_misspelt_top_level_key_fails_the_program_by_name(mocked: Callable[[str], Stack]) -> None:
+    with pytest.raises(ConfigError) as error:
+        run_program(mocked, "dev", strings={"lagExporters": json.dumps({"enabled": False})})
+    message = str(error.value)
+    assert message.startswith("streamstack:lagExporters: unknown setting (known: "), message
+    assert "lagExporter," in message
+
+
+def test_keys_from_the_language_host_environment_are_checked_too(
+    mocked: Callable[[str], Stack], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mocked("dev")
+    monkeypatch.setenv(
+        "PULUMI_CONFIG", json.dumps({"streamstack:kafka": "{}", "streamstack:grafanaAdminPasword": "x"})
+    )
+    assert configured_keys() == {"kafka", "grafanaAdminPasword"}
+    with pytest.raises(ConfigError, match=r"^streamstack:grafanaAdminPasword: unknown setting"):
+        run_program(mocked, "dev")
 
 
 def test_a_wrongly_typed_setting_is_rejected_by_name() -> None:

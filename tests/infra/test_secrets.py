@@ -161,3 +161,10 @@ def test_render_of_a_plain_text_password_fails_naming_the_setting() -> None:
     message = str(error.value)
     assert f"streamstack:{KEY}: set in plain text" in message and f"--secret {KEY}" in message
     assert PASSWORD not in message
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_an_empty_password_fails_naming_the_setting(mocked: Callable[[str], Stack], blank: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        run_program(mocked, "dev", strings={KEY: blank}, secret_keys=[KEY])
+    assert str(error.value).startswith(f"streamstack:{KEY}: empty;"), error.value
