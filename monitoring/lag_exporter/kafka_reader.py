@@ -278,7 +278,11 @@ class KafkaReader:
         if self._commit_log is None:
             consumer = self._consumer()
             try:
-                ids = consumer.partitions_for_topic(COMMIT_LOG_TOPIC) or set()
+                ids = consumer.partitions_for_topic(COMMIT_LOG_TOPIC)
+                if not ids:
+                    # Kafka creates the topic with the first group's first commit: no commits yet.
+                    consumer.close(autocommit=False, timeout_ms=1000)
+                    return {}
                 partitions = [TopicPartition(COMMIT_LOG_TOPIC, p) for p in sorted(ids)]
                 consumer.assign(partitions)
                 consumer.seek_to_end(*partitions)

@@ -102,6 +102,7 @@ class Refresher:
         self._missing: dict[tuple[str, int, int], float] = {}
         self._cluster_id: str | None = None
         self._snapshot: Snapshot | None = None
+        self._collected = False  # a collection has succeeded: failed ones serve its values, stale
         self._lock = threading.Lock()
 
     def latest(self) -> Snapshot | None:
@@ -137,7 +138,7 @@ class Refresher:
                 if previous is not None
                 else Snapshot(taken_at=self._clock(), checkpoints=checkpoints.health)
             )
-            self._health.failed(time.monotonic() - started, have_values=previous is not None)
+            self._health.failed(time.monotonic() - started, have_values=self._collected)
             return False
         now = self._clock()
         positions = self._with_commit_times(positions, now)
@@ -153,6 +154,7 @@ class Refresher:
             self._config.granularity,
         )
         self._publish(snapshot)
+        self._collected = True
         self._health.succeeded(now, time.monotonic() - started)
         return True
 

@@ -447,5 +447,21 @@ def test_broker_down_serves_stale_values_and_recovers_on_a_new_broker(
             assert lag.value("streamstack_lag_exporter_stale") == 0
             assert lag.value("streamstack_lag_exporter_last_success_timestamp_seconds") > last_success  # type: ignore[operator]
             assert lag.partition("streamstack_lag_records", f"{topic_name}-g", topic_name, 0) is None
+
+            # No group has committed on the new broker, so __consumer_offsets does not exist yet: no commit
+            # times, and no error. The first commit creates it, and the reader picks it up from then on.
+            assert lag.reader.commit_times(1.0) == {}
+            broker.create_topics([TopicSpec(topic_name, partitions=1)])
+            committer = Committer(broker.bootstrap_servers)
+            try:
+                committer.commit(f"{topic_name}-g", {(topic_name, 0): 0})
+                assert lag.reader.commit_times(1.0) == {}  # reading starts at the end of the log
+                committer.commit(f"{topic_name}-g", {(topic_name, 0): 0})
+                times = lag.reader.commit_times(5.0)
+                assert set(times) == {(f"{topic_name}-g", topic_name, 0)}
+                assert abs(times[(f"{topic_name}-g", topic_name, 0)] - time.time()) < 30
+            finally:
+                committer.close()
+            assert lag.value("streamstack_lag_exporter_errors_total", kind="commit_log") == 0
     finally:
         broker.stop()

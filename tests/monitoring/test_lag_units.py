@@ -450,6 +450,24 @@ def test_loop_keeps_values_when_kafka_fails_marks_them_stale_and_recovers() -> N
     assert value("streamstack_lag_records", {**_labels("streamstack-q", 0), "source": "shadow"}) is None
 
 
+def test_failures_before_any_collection_are_not_stale_values() -> None:
+    """Stale means "serving an older collection's values": with none collected yet there is nothing stale."""
+    kafka = FakeKafka()
+    kafka.down = True
+    registry = CollectorRegistry()
+    health = ExporterHealth(registry)
+    config = ExporterConfig(bootstrap_servers="fake:1", refresh_interval=1, window=4)
+    refresher = Refresher(config, kafka, health, clock=lambda: 100.0)
+    registry.register(LagCollector(refresher.latest))
+    value = registry.get_sample_value
+
+    for attempt in (1, 2, 3):
+        assert not refresher.refresh()
+        assert value("streamstack_lag_exporter_up") == 0
+        assert value("streamstack_lag_exporter_stale") == 0, attempt
+        assert value("streamstack_lag_exporter_errors_total", {"kind": "kafka"}) == attempt
+
+
 def test_parse_commit_key_reads_offset_commit_keys_only() -> None:
     def string(text: str) -> bytes:
         return len(text).to_bytes(2, "big") + text.encode()
