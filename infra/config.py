@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import pulumi
 
-from infra import catalogue
+from contracts.pipeline import load_pipeline
 
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = REPOSITORY_ROOT / "monitoring" / "rules"
@@ -469,7 +469,7 @@ class JobConfig:
     max_offsets_per_trigger: int | None = None
     shuffle_partitions: int = 4
     metrics_port: int = 9400
-    dead_letter_topic: str = catalogue.DEAD_LETTER_TOPIC
+    dead_letter_topic: str = field(default_factory=lambda: load_pipeline().dead_letter_topic)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     stateful_setting: str = ""
     entry: str = "jobs"
@@ -683,7 +683,7 @@ def _kafka(section: Section) -> KafkaConfig:
 
 def _topics(section: Section, kafka: KafkaConfig) -> tuple[TopicConfig, ...]:
     """The catalogue's topics with `streamstack:topics` overrides; a name the catalogue lacks adds a topic."""
-    definitions = catalogue.topic_definitions()
+    definitions = {topic.name: topic for topic in load_pipeline().topics}
     for name in section.raw:
         if not _TOPIC.match(name):
             raise ConfigError(f"{section.name(name)}: not a valid topic and Kubernetes name")
@@ -770,7 +770,7 @@ def _job(entry: Section, defaults: Section) -> JobConfig:
             f"{entry.name('name')}: {name!r} is longer than {MAX_JOB_NAME} characters (the streaming-job "
             "chart names its checkpoint claim <name>-checkpoints, which must fit 63)"
         )
-    definition = catalogue.job_definitions().get(name)
+    definition = {job.name: job for job in load_pipeline().jobs}.get(name)
     layered = Layered(entry, defaults)
 
     def own(key: str, read: Callable[[Section], T], fallback: T | None) -> T:
@@ -848,7 +848,9 @@ def _job(entry: Section, defaults: Section) -> JobConfig:
         topics=topics,
         reads=reads,
         writes=writes,
-        settings=own("settings", lambda s: s.strings("settings"), definition.settings if definition else ()),
+        settings=own(
+            "settings", lambda s: s.strings("settings"), definition.setting_arguments if definition else ()
+        ),
         driver=DriverResources(
             cores=driver.source("cores").integer("cores", DriverResources.cores, minimum=1),
             core_request=quantity(driver, "coreRequest", DriverResources.core_request),
@@ -875,7 +877,7 @@ def _job(entry: Section, defaults: Section) -> JobConfig:
             "metricsPort", JobConfig.metrics_port, minimum=1024
         ),
         dead_letter_topic=layered.source("deadLetterTopic").string(
-            "deadLetterTopic", catalogue.DEAD_LETTER_TOPIC, _TOPIC
+            "deadLetterTopic", load_pipeline().dead_letter_topic, _TOPIC
         ),
         checkpoint=CheckpointConfig(
             access_mode=mode_source.choice("accessMode", ACCESS_MODES, CheckpointConfig.access_mode),

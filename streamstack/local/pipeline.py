@@ -1,8 +1,8 @@
-"""What the local pipeline runs: its topics, producers and streaming jobs.
+"""What the local pipeline runs: the catalogue's topics, producers and streaming jobs (`pipeline.yaml`).
 
-To add a job: put its module in `jobs/<name>/` with a `__main__` taking the shared streaming flags, then add
-a `JobSpec` to `streaming_pipeline` (and its topics and producer). `streamstack local up` starts it with its
-own checkpoint directory and metrics port, and Prometheus scrapes it.
+`streamstack local up` starts each job as `python -m jobs.<module>` with the shared streaming flags plus the
+catalogue's arguments for it, with its own checkpoint directory and metrics port, and the producers that feed
+it. To add a job, add it to `pipeline.yaml`: the cluster (infra/) and this runtime read the same entry.
 """
 
 from __future__ import annotations
@@ -10,13 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from contracts.pipeline import DEAD_LETTER_FLAG, load_pipeline
+from contracts.pipeline import Pipeline as Catalogue
 from streamstack.errors import StreamstackError
 from streamstack.local.kafka import TopicSpec
-
-DAY_MS = 24 * 60 * 60 * 1000
-# Small segments and a short compaction lag so the local log cleaner keeps changelogs near table size; the
-# CDC jobs re-read them every batch.
-CHANGELOG_CONFIG = {"segment.ms": "60000", "min.compaction.lag.ms": "60000", "delete.retention.ms": "3600000"}
 
 
 @dataclass(frozen=True)
@@ -58,121 +55,29 @@ class Pipeline:
         return Pipeline(self.topics, tuple(p for p in self.producers if p.name in needed), jobs)
 
 
-def streaming_pipeline() -> Pipeline:
-    """Every job of the catalogue with the producers that feed it (see each job's runbook docstring)."""
+def local_pipeline(catalogue: Catalogue) -> Pipeline:
+    """The catalogue as the local runtime runs it: every job with the producers that feed it."""
     return Pipeline(
-        topics=(
-            TopicSpec("page-views", partitions=4, retention_ms=DAY_MS),
-            TopicSpec("page-views-per-url", partitions=4, compact=True),
-            TopicSpec("page-view-windows", partitions=4, compact=True),
-            TopicSpec("page-views-late", partitions=1, retention_ms=7 * DAY_MS),
-            TopicSpec("user-sessions", partitions=4, compact=True),
-            TopicSpec("ad-impressions", partitions=4, retention_ms=DAY_MS),
-            TopicSpec("ad-clicks", partitions=4, retention_ms=DAY_MS),
-            TopicSpec("ad-attributions", partitions=4, compact=True),
-            TopicSpec("users", partitions=2, compact=True, extra_config=CHANGELOG_CONFIG),
-            TopicSpec("orders", partitions=2, compact=True, extra_config=CHANGELOG_CONFIG),
-            TopicSpec("user-view", partitions=2, compact=True),
-            TopicSpec(
-                "page-views-enriched",
-                partitions=4,
-                retention_ms=DAY_MS,
-                extra_config={"cleanup.policy": "compact,delete"},
-            ),
-            TopicSpec("dead-letters", partitions=1, retention_ms=7 * DAY_MS),
+        topics=tuple(
+            TopicSpec(topic.name, partitions=topic.partitions, extra_config=topic.topic_config())
+            for topic in catalogue.topics
         ),
-        producers=(
-            ProducerSpec("clickstream-producer", "jobs.producers.clickstream", "page-views"),
-            ProducerSpec(
-                "ads-producer",
-                "jobs.producers.ads",
-                "ad-impressions",
-                extra_args=("--clicks-topic", "ad-clicks"),
-            ),
-            # Table changes are rarer than clicks: 20/s whatever --rate says (the last --rate wins).
-            ProducerSpec(
-                "changelog-producer",
-                "jobs.producers.changelog",
-                "users",
-                extra_args=("--orders-topic", "orders", "--rate", "20"),
-            ),
+        producers=tuple(
+            ProducerSpec(producer.name, producer.module, producer.topic, producer.arguments)
+            for producer in catalogue.producers
         ),
-        jobs=(
+        jobs=tuple(
             JobSpec(
-                "clickstream-windows",
-                "jobs.clickstream_windows",
-                args=(
-                    "--input-topic",
-                    "page-views",
-                    "--output-topic",
-                    "page-views-per-url",
-                    "--windows-topic",
-                    "page-view-windows",
-                    "--late-topic",
-                    "page-views-late",
-                    "--window-duration",
-                    "10 seconds",
-                    "--hop-window-duration",
-                    "30 seconds",
-                    "--hop-slide",
-                    "10 seconds",
-                    "--session-gap",
-                    "30 seconds",
-                    "--watermark-delay",
-                    "5 seconds",
-                ),
-                producers=("clickstream-producer",),
-            ),
-            JobSpec(
-                "sessionization",
-                "jobs.sessionization",
-                args=(
-                    "--input-topic",
-                    "page-views",
-                    "--output-topic",
-                    "user-sessions",
-                    "--session-gap",
-                    "30 seconds",
-                    "--watermark-delay",
-                    "10 seconds",
-                ),
-                producers=("clickstream-producer",),
-            ),
-            JobSpec(
-                "ad-attribution",
-                "jobs.ad_attribution",
-                args=(
-                    "--impressions-topic",
-                    "ad-impressions",
-                    "--clicks-topic",
-                    "ad-clicks",
-                    "--output-topic",
-                    "ad-attributions",
-                    "--attribution-window",
-                    "30 seconds",
-                    "--watermark-delay",
-                    "10 seconds",
-                ),
-                producers=("ads-producer",),
-            ),
-            JobSpec(
-                "user-enrichment",
-                "jobs.user_enrichment",
-                args=(
-                    "--views-topic",
-                    "page-views",
-                    "--users-topic",
-                    "users",
-                    "--output-topic",
-                    "page-views-enriched",
-                ),
-                producers=("clickstream-producer", "changelog-producer"),
-            ),
-            JobSpec(
-                "user-view",
-                "jobs.user_view",
-                args=("--users-topic", "users", "--orders-topic", "orders", "--output-topic", "user-view"),
-                producers=("changelog-producer",),
-            ),
+                job.name,
+                job.python_module,
+                (DEAD_LETTER_FLAG, catalogue.dead_letter_topic, *job.arguments()),
+                job.producers,
+            )
+            for job in catalogue.jobs
         ),
     )
+
+
+def streaming_pipeline() -> Pipeline:
+    """Every job of the catalogue with the producers that feed it (see each job's runbook docstring)."""
+    return local_pipeline(load_pipeline())

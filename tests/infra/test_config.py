@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from infra import catalogue
+from contracts.pipeline import load_pipeline
 from infra.config import (
     ConfigError,
     KafkaConfig,
@@ -47,7 +47,7 @@ def test_dev_stack_is_one_dual_role_node_with_local_rwo_checkpoints() -> None:
     assert config.cluster.nodes == 1
     assert {job.checkpoint.access_mode for job in config.jobs} == {"ReadWriteOnce"}
     assert {job.checkpoint.storage_class for job in config.jobs} == {"standard"}
-    assert [job.name for job in config.jobs] == [job.name for job in catalogue.JOBS]
+    assert [job.name for job in config.jobs] == [job.name for job in load_pipeline().jobs]
 
 
 def test_prod_stack_has_three_controllers_three_brokers_and_rwx_checkpoints() -> None:

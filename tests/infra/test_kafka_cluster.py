@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pulumi
 import pytest
 
-from infra import catalogue
+from contracts.pipeline import load_pipeline
 from infra.components.kafka_cluster import KafkaCluster, KafkaClusterArgs
 from infra.config import ConfigError, StackConfig, TopicConfig
 from infra.kafka_access import exporter_user, job_user, load_generator_user
@@ -105,8 +105,8 @@ def test_every_pipeline_topic_with_partitions_replicas_retention_and_compaction(
 ) -> None:
     recorder, _, _ = build_cluster(mocked, "prod")
     topics = {topic.metadata["name"]: topic for topic in recorder.of_kind("KafkaTopic")}
-    assert set(topics) == {topic.name for topic in catalogue.TOPICS}
-    for definition in catalogue.TOPICS:
+    assert set(topics) == {topic.name for topic in load_pipeline().topics}
+    for definition in load_pipeline().topics:
         topic = topics[definition.name]
         assert topic.metadata["labels"]["strimzi.io/cluster"] == "streamstack"
         assert topic.metadata["annotations"]["pulumi.com/waitFor"] == "condition=Ready"
