@@ -961,6 +961,25 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _BlockStyleDumper.add_representer(str, _represent_str)
 
 
+# Keys that read best first; every other key follows in alphabetical order.
+_LEADING_KEYS = ("apiVersion", "kind", "metadata", "name", "namespace", "spec")
+
+
+def _canonical(document: Any) -> Any:
+    """The document with every mapping's keys in one fixed order: the Pulumi engine hands objects over in an
+    order that changes from run to run, and a rendered stack must be comparable byte for byte."""
+    if isinstance(document, Mapping):
+        leading = [key for key in _LEADING_KEYS if key in document]
+        rest = sorted((key for key in document if key not in _LEADING_KEYS), key=str)
+        return {key: _canonical(document[key]) for key in [*leading, *rest]}
+    if isinstance(document, list | tuple):
+        return [_canonical(item) for item in document]
+    return document
+
+
 def to_yaml(document: Any) -> str:
-    """YAML for people: keys in the given order, multi-line strings (rules, dashboards) as blocks."""
-    return yaml.dump(document, Dumper=_BlockStyleDumper, sort_keys=False, allow_unicode=True, width=110)
+    """YAML for people, the same bytes for the same objects: keys in a fixed order, multi-line strings
+    (rules, dashboards) as blocks."""
+    return yaml.dump(
+        _canonical(document), Dumper=_BlockStyleDumper, sort_keys=False, allow_unicode=True, width=110
+    )

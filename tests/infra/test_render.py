@@ -24,6 +24,7 @@ from streamstack.manifests import (
     load_project,
     manifest_filename,
     render_stack,
+    to_yaml,
     validate_rendered,
     write_rendered,
 )
@@ -640,3 +641,21 @@ def test_render_cli_writes_the_dev_stack(tmp_path: Path) -> None:
     assert sorted(path.name for path in (out / "charts").iterdir()) == sorted(
         chart.release_name for chart in rendered.local_charts
     )
+
+
+def test_rendered_yaml_is_the_same_bytes_whatever_order_the_engine_hands_keys_over() -> None:
+    # The Pulumi engine's order of an object's keys changes between runs (protobuf maps); the files must not.
+    first = {
+        "spec": {"b": 1, "a": [{"y": 1, "x": 2}]},
+        "metadata": {"name": "n"},
+        "kind": "K",
+        "apiVersion": "v1",
+    }
+    second = {
+        "apiVersion": "v1",
+        "kind": "K",
+        "metadata": {"name": "n"},
+        "spec": {"a": [{"x": 2, "y": 1}], "b": 1},
+    }
+    assert to_yaml(first) == to_yaml(second)
+    assert to_yaml(first).splitlines()[:3] == ["apiVersion: v1", "kind: K", "metadata:"]
