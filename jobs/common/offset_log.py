@@ -3,7 +3,9 @@
 `<checkpoint>/offsets/<batch id>` is written before the batch runs: a version line, a JSON metadata line
 (`batchWatermarkMs`, `batchTimestampMs`, conf), then one line per source, its end offsets as JSON or `-`.
 A batch re-run after a failure reads the same file, so whatever a batch derives from it is the same on
-every run. It is read through Spark so that any checkpoint file system works.
+every run. It is read on the driver, through Hadoop's FileSystem API (any checkpoint file system works), and
+never by a Spark job: a stateless job's checkpoint volume is mounted on the driver only, and an executor that
+tried to read it would fail every batch.
 """
 
 from __future__ import annotations
@@ -19,9 +21,23 @@ from jobs.common.config import StreamingJobConfig
 from jobs.common.kafka_io import read_kafka_stream, start_foreach_batch_query
 
 
+def read_driver_file(spark: SparkSession, path: str) -> str:
+    """A small file's text, read in the driver's JVM through Hadoop's FileSystem (file:, hdfs:, s3a: ...)."""
+    jvm = spark.sparkContext._jvm
+    if jvm is None:
+        raise RuntimeError("the SparkContext has no JVM gateway (stopped, or Spark Connect)")
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    file_system = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    stream = file_system.open(hadoop_path)
+    try:
+        content = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+    finally:
+        stream.close()
+    return bytes(content).decode("utf-8")
+
+
 def _offset_log_lines(spark: SparkSession, checkpoint: str, batch_id: int) -> list[str]:
-    [row] = spark.read.text(f"{checkpoint}/offsets/{batch_id}", wholetext=True).collect()
-    return str(row["value"]).splitlines()
+    return read_driver_file(spark, f"{checkpoint}/offsets/{batch_id}").splitlines()
 
 
 def batch_end_offsets(spark: SparkSession, checkpoint: str, batch_id: int) -> dict[str, dict[str, int]]:
