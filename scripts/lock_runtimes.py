@@ -1,8 +1,10 @@
-"""Regenerate streamstack/runtimes.lock.json: pinned Maven jars and the Prometheus .deb, with sha256.
+"""Regenerate streamstack/runtimes.lock.json: pinned Maven jars and the Prometheus .deb, with sha256; then
+the jobs image's connector jars (jobs/Dockerfile) from the same lock entries.
 
 Maintainers only (needs mvn, apt-get and network); `streamstack.runtimes` reads the lock at run time.
 
-    python scripts/lock_runtimes.py
+    .venv/bin/python scripts/lock_runtimes.py                 # the lock, then jobs/Dockerfile
+    .venv/bin/python scripts/lock_runtimes.py --dockerfile    # only jobs/Dockerfile, from the lock as it is
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from streamstack import runtimes
 from streamstack.runtimes import sha256_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCK_PATH = REPO_ROOT / "streamstack" / "runtimes.lock.json"
+JOBS_DOCKERFILE = REPO_ROOT / "jobs" / "Dockerfile"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 
 # Roots of the broker + command line tools classpath; their runtime closure is locked.
@@ -27,20 +31,27 @@ KAFKA_ROOTS = [
     "org.apache.logging.log4j:log4j-slf4j-impl:2.25.4",
 ]
 
-# Locked as is, without their dependencies: pyspark bundles the rest.
-SPARK_KAFKA_JARS = [
-    "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",
-    "org.apache.spark:spark-token-provider-kafka-0-10_2.13:4.0.0",
-    "org.apache.kafka:kafka-clients:3.9.2",
-    "org.apache.commons:commons-pool2:2.13.1",
-]
+# Strimzi's Prometheus metrics reporter, loaded by the local broker so that it exports the metric names a
+# Strimzi cluster with `metricsConfig: {type: strimziMetricsReporter}` exports. Strimzi 1.2.0 bundles
+# io.strimzi:server-metrics-reporter 0.4.0, which Maven Central (as reachable when locking) does not serve;
+# metrics-reporter 0.2.0 is its predecessor with the same naming. Its runtime closure (the io.prometheus
+# client it needs; Kafka, Yammer and slf4j are `provided` by the broker) is locked.
+METRICS_REPORTER_ROOTS = ["io.strimzi:metrics-reporter:0.2.0"]
 
-SPARK_KAFKA_NOTE = (
-    "spark-kafka is the Kafka source/sink for pyspark 4.3.0. Maven Central (as reachable when locking) "
-    "has no spark-sql-kafka-0-10_2.13:4.3.0 and no spark-token-provider-kafka-0-10_2.13 newer than 4.0.0, "
-    "so the set pins spark-sql-kafka 4.2.0 + token-provider 4.0.0 + kafka-clients 3.9.2 + "
-    "commons-pool2 2.13.1 (the rest is bundled with pyspark); this combination was tested to read and "
-    "write Kafka with pyspark 4.3.0. Move to the 4.3.0 artifacts once they are published."
+# The Kafka source/sink; locked with its runtime closure minus every artifact pyspark already bundles (in
+# any version: pyspark's jar wins), which leaves the connector, its token provider, kafka-clients and
+# commons-pool2 at the versions the connector's POM declares.
+SPARK_KAFKA_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+
+NOTE = (
+    "spark-kafka is the Kafka source/sink for pyspark 4.3.0: Maven Central (as reachable when locking) "
+    "has no spark-sql-kafka-0-10_2.13:4.3.0 (nor token provider 4.3.0), so the set is spark-sql-kafka "
+    "4.2.0 with the runtime dependencies its POM declares that pyspark does not bundle (token provider "
+    "4.2.0, kafka-clients 3.9.2, commons-pool2 2.13.1); it reads and writes Kafka with pyspark 4.3.0. "
+    "Move to 4.3.0 once published. kafka-metrics-reporter is io.strimzi:metrics-reporter 0.2.0 and its "
+    "runtime closure, on the local broker's classpath: Strimzi 1.2.0 bundles "
+    "io.strimzi:server-metrics-reporter 0.4.0, which Maven Central does not serve here; 0.2.0 emits the "
+    "same metric names."
 )
 
 PROMETHEUS_PACKAGE = "prometheus"
@@ -106,13 +117,42 @@ def download_deb(package: str, version: str, architecture: str, workdir: Path) -
     return deb
 
 
-def main() -> int:
+def spark_kafka_set(workdir: Path) -> list[tuple[str, str, str, Path]]:
+    closure = resolve([SPARK_KAFKA_CONNECTOR], transitive=True, workdir=workdir)
+    jars_dir = runtimes.pyspark_jars_dir()
+    return [entry for entry in closure if not runtimes.pyspark_bundles(entry[1], jars_dir)]
+
+
+def write_dockerfile(lock: runtimes.Lock) -> None:
+    """Rewrite the generated block of jobs/Dockerfile: one checksummed ADD per jar of the spark-kafka set."""
+    text = JOBS_DOCKERFILE.read_text()
+    begin, end = runtimes.JOBS_IMAGE_JARS_BEGIN, runtimes.JOBS_IMAGE_JARS_END
+    if text.count(begin) != 1 or text.count(end) != 1:
+        sys.exit(f"{JOBS_DOCKERFILE} needs exactly one {begin!r} and one {end!r} line")
+    head, rest = text.split(begin + "\n", 1)
+    _, tail = rest.split(end + "\n", 1)
+    JOBS_DOCKERFILE.write_text(f"{head}{begin}\n{runtimes.jobs_image_jar_instructions(lock)}{end}\n{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--dockerfile"]:
+        write_dockerfile(runtimes.load_lock(LOCK_PATH))
+        print(f"wrote {JOBS_DOCKERFILE} from {LOCK_PATH}")
+        return 0
+    if args:
+        sys.exit("usage: lock_runtimes.py [--dockerfile]")
     with tempfile.TemporaryDirectory(prefix="streamstack-lock-") as tmp:
         tmpdir = Path(tmp)
         kafka = resolve(KAFKA_ROOTS, transitive=True, workdir=tmpdir / "kafka")
-        spark_kafka = resolve(SPARK_KAFKA_JARS, transitive=False, workdir=tmpdir / "spark-kafka")
-        if len(spark_kafka) != len(SPARK_KAFKA_JARS):
-            sys.exit(f"expected {len(SPARK_KAFKA_JARS)} spark-kafka jars, resolved {len(spark_kafka)}")
+        reporter = resolve(METRICS_REPORTER_ROOTS, transitive=True, workdir=tmpdir / "metrics-reporter")
+        on_broker = {(group, artifact) for group, artifact, _, _ in kafka}
+        clashes = [
+            f"{group}:{artifact}" for group, artifact, _, _ in reporter if (group, artifact) in on_broker
+        ]
+        if clashes:
+            sys.exit(f"the metrics reporter brings jars the broker already has: {', '.join(clashes)}")
+        spark_kafka = spark_kafka_set(tmpdir / "spark-kafka")
         maven = [
             {
                 "set": jar_set,
@@ -121,23 +161,34 @@ def main() -> int:
                 "version": version,
                 "sha256": sha256_of(jar),
             }
-            for jar_set, jars in (("kafka", kafka), ("spark-kafka", spark_kafka))
+            for jar_set, jars in (
+                ("kafka", kafka),
+                ("kafka-metrics-reporter", reporter),
+                ("spark-kafka", spark_kafka),
+            )
             for group, artifact, version, jar in jars
         ]
         deb = download_deb(PROMETHEUS_PACKAGE, PROMETHEUS_VERSION, PROMETHEUS_ARCHITECTURE, tmpdir / "debs")
-        lock = {
-            "note": SPARK_KAFKA_NOTE,
-            "generated_by": "scripts/lock_runtimes.py",
-            "maven": maven,
-            "prometheus": {
-                "name": PROMETHEUS_PACKAGE,
-                "version": PROMETHEUS_VERSION,
-                "architecture": PROMETHEUS_ARCHITECTURE,
-                "sha256": sha256_of(deb),
-            },
-        }
+        lock = json.loads(LOCK_PATH.read_text())  # entries this script does not make are kept as they are
+        lock.update(
+            {
+                "note": NOTE,
+                "generated_by": "scripts/lock_runtimes.py",
+                "maven": maven,
+                "prometheus": {
+                    "name": PROMETHEUS_PACKAGE,
+                    "version": PROMETHEUS_VERSION,
+                    "architecture": PROMETHEUS_ARCHITECTURE,
+                    "sha256": sha256_of(deb),
+                },
+            }
+        )
     LOCK_PATH.write_text(json.dumps(lock, indent=2) + "\n")
-    print(f"wrote {LOCK_PATH}: {len(kafka)} kafka jars, {len(spark_kafka)} spark-kafka jars, {deb.name}")
+    write_dockerfile(runtimes.load_lock(LOCK_PATH))
+    print(
+        f"wrote {LOCK_PATH}: {len(kafka)} kafka jars, {len(reporter)} metrics reporter jars, "
+        f"{len(spark_kafka)} spark-kafka jars, {deb.name}; and {JOBS_DOCKERFILE}"
+    )
     return 0
 
 

@@ -143,6 +143,23 @@ def test_connector_jars_are_the_locked_ones() -> None:
     assert len(baked) == 4
 
 
+def test_connector_jars_are_generated_from_the_lock() -> None:
+    """The ADDs are the block scripts/lock_runtimes.py writes from the lock: one source for the jobs image and
+    the local runtime (`runtimes.ensure` fetches the same URLs with the same sha256); none outside it."""
+    text = JOBS_DOCKERFILE.read_text()
+    begin, end = runtimes.JOBS_IMAGE_JARS_BEGIN, runtimes.JOBS_IMAGE_JARS_END
+    assert text.count(f"\n{begin}\n") == 1 and text.count(f"\n{end}\n") == 1, (
+        "run `.venv/bin/python scripts/lock_runtimes.py --dockerfile`"
+    )
+    before, rest = text.split(f"\n{begin}\n")
+    block, after = rest.split(f"\n{end}\n")
+    assert block + "\n" == runtimes.jobs_image_jar_instructions(runtimes.load_lock()), (
+        "jobs/Dockerfile is out of step with streamstack/runtimes.lock.json: run "
+        "`.venv/bin/python scripts/lock_runtimes.py --dockerfile`"
+    )
+    assert ".jar" not in before + after
+
+
 def test_python_packages_are_the_project_pins() -> None:
     pins = project_pins()
     jobs = parse(JOBS_DOCKERFILE)

@@ -1,6 +1,8 @@
-"""Streamstack / Kafka: topic throughput, partition offsets and consumer groups from the lag exporter (works
-locally and in a cluster), and broker replication health from Strimzi's JMX metrics (cluster only: metric
-names as Strimzi's kafka-metrics.yaml exports them)."""
+"""Streamstack / Kafka: topic throughput, partition offsets and consumer groups from the lag exporter, and
+broker throughput and replication health from the brokers' own metrics, as Strimzi's metrics reporter
+(`metricsConfig: {type: strimziMetricsReporter}`) names them: `kafka_server_brokertopicmetrics_
+messagesinpersec_total`, as in Strimzi's strimzi-metrics-reporter dashboards. The local broker loads the same
+reporter (streamstack/local/kafka.py), so every panel has data locally and in a cluster."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from monitoring.dashboards.spec import (
 )
 
 TOPICS = 'namespace=~"$namespace", topic=~"$topic"'
+# Broker topic metrics also have a series without `topic`: the broker's total over all topics.
+BROKER_TOPICS = f'{TOPICS}, topic!=""'
 GROUPS_ON_TOPICS = f'{GROUPS_OF_JOB}, topic=~"$topic"'
 RECORDS_PER_SECOND = "suffix: records/s"
 
@@ -32,8 +36,8 @@ TOPIC_VARIABLE = Variable(
 DASHBOARD = Dashboard(
     uid="streamstack-kafka",
     title="Streamstack / Kafka",
-    description="Topic throughput, partition offsets, consumer groups (lag exporter) and broker replication "
-    "(Strimzi).",
+    description="Topic throughput, partition offsets, consumer groups (lag exporter), broker throughput and "
+    "replication (Strimzi metrics reporter).",
     variables=(namespace_variable(), job_variable(), TOPIC_VARIABLE),
     rows=(
         Row(
@@ -65,12 +69,12 @@ DASHBOARD = Dashboard(
                 ),
                 Panel(
                     "Broker messages in per second",
-                    "Messages the brokers append per topic (Strimzi JMX metric "
-                    "kafka_server_brokertopicmetrics_messagesin_total; cluster only).",
+                    "Messages the brokers append per topic (kafka_server_brokertopicmetrics_"
+                    "messagesinpersec_total, Strimzi metrics reporter).",
                     (
                         Target(
-                            "sum by (topic) (rate(kafka_server_brokertopicmetrics_messagesin_total"
-                            f"{{{TOPICS}}}[{RATE_INTERVAL}]))",
+                            "sum by (topic) (rate(kafka_server_brokertopicmetrics_messagesinpersec_total"
+                            f"{{{BROKER_TOPICS}}}[{RATE_INTERVAL}]))",
                             "{{topic}}",
                         ),
                     ),
@@ -78,16 +82,17 @@ DASHBOARD = Dashboard(
                 ),
                 Panel(
                     "Broker bytes in and out per second",
-                    "Bytes produced to and fetched from each topic (Strimzi JMX metrics; cluster only).",
+                    "Bytes produced to and fetched from each topic (kafka_server_brokertopicmetrics_"
+                    "bytes{in,out}persec_total; replication excluded).",
                     (
                         Target(
-                            "sum by (topic) (rate(kafka_server_brokertopicmetrics_bytesin_total"
-                            f"{{{TOPICS}}}[{RATE_INTERVAL}]))",
+                            "sum by (topic) (rate(kafka_server_brokertopicmetrics_bytesinpersec_total"
+                            f"{{{BROKER_TOPICS}}}[{RATE_INTERVAL}]))",
                             "{{topic}} in",
                         ),
                         Target(
-                            "sum by (topic) (rate(kafka_server_brokertopicmetrics_bytesout_total"
-                            f"{{{TOPICS}}}[{RATE_INTERVAL}]))",
+                            "sum by (topic) (rate(kafka_server_brokertopicmetrics_bytesoutpersec_total"
+                            f"{{{BROKER_TOPICS}}}[{RATE_INTERVAL}]))",
                             "{{topic}} out",
                         ),
                     ),
@@ -190,8 +195,8 @@ DASHBOARD = Dashboard(
             (
                 Panel(
                     "Under-replicated partitions",
-                    "Partitions each broker leads whose followers are out of sync (Strimzi JMX metric "
-                    "kafka_server_replicamanager_underreplicatedpartitions; cluster only).",
+                    "Partitions each broker leads whose followers are out of sync "
+                    "(kafka_server_replicamanager_underreplicatedpartitions).",
                     (
                         Target(
                             "sum by (pod) "
@@ -204,7 +209,8 @@ DASHBOARD = Dashboard(
                 ),
                 Panel(
                     "Offline partitions",
-                    "Partitions without a leader, reported by the active controller (cluster only).",
+                    "Partitions without a leader, reported by the active controller "
+                    "(kafka_controller_kafkacontroller_offlinepartitionscount).",
                     (
                         Target(
                             f"sum(kafka_controller_kafkacontroller_offlinepartitionscount{{{NAMESPACE}}})",
@@ -218,7 +224,7 @@ DASHBOARD = Dashboard(
                 Panel(
                     "Partitions under min ISR",
                     "Partitions with fewer in-sync replicas than min.insync.replicas: acks=all producers "
-                    "fail (cluster only).",
+                    "fail (kafka_cluster_partition_underminisr).",
                     (
                         Target(
                             f"sum by (topic) (kafka_cluster_partition_underminisr{{{TOPICS}}})",

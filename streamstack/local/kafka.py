@@ -7,6 +7,19 @@ PLAINTEXT, and so does the bootstrap address every other caller uses. SCRAM user
 admin API after start-up (AlterUserScramCredentials, what `kafka-configs --alter --add-config SCRAM-...`
 sends), so no password is ever on a command line. `make_tls_material` makes a self-signed broker
 certificate for 127.0.0.1 with the JDK's keytool.
+
+With `SecuredListeners(authorization=AclAuthorization(...))` the broker enforces ACLs as a Strimzi cluster
+with `authorization: simple` does: KRaft's StandardAuthorizer, `allow.everyone.if.no.acl.found=false`, and
+no unauthenticated super user. The controller listener and an `INTERNAL` inter-broker listener then use
+SASL/PLAIN (the broker logs in as `broker_user`, like Strimzi's broker certificate on its controller and
+replication listeners), the admin client logs in on `INTERNAL` as `admin_user` (like the User Operator);
+both are `super.users`. PLAINTEXT stays, as `ANONYMOUS` with no rights. Denials are logged by
+`kafka.authorizer.logger` to `authorizer_log_path`.
+
+Broker metrics: the broker loads Strimzi's Prometheus metrics reporter and serves at `metrics_url` (on
+127.0.0.1) the metric names a Strimzi cluster with `metricsConfig: {type: strimziMetricsReporter}` exports
+(by default those of Strimzi's default allowlist that our panels and alerts use; `metrics_allowlist`), so the
+Kafka panels and alerts run on the same names locally and on a cluster (see `metrics_reporter_properties`).
 """
 
 from __future__ import annotations
@@ -17,7 +30,7 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +61,21 @@ logger.request.level = WARN
 """
 
 
+def _authorizer_log4j2(path: Path) -> str:
+    """`kafka.authorizer.logger` (INFO: denials; allowed requests log at DEBUG) to a file of its own."""
+    return f"""\
+appender.authorizer.type = File
+appender.authorizer.name = AUTHORIZER
+appender.authorizer.fileName = {path}
+appender.authorizer.layout.type = PatternLayout
+appender.authorizer.layout.pattern = [%d] %p %m%n
+logger.authorizer.name = kafka.authorizer.logger
+logger.authorizer.level = INFO
+logger.authorizer.additivity = false
+logger.authorizer.appenderRef.authorizer.ref = AUTHORIZER
+"""
+
+
 @dataclass(frozen=True)
 class TopicSpec:
     """A topic to create: `compact` sets cleanup.policy=compact (changelogs keep the latest value per key)."""
@@ -67,8 +95,67 @@ class TopicSpec:
         return config
 
 
+# Strimzi's Prometheus metrics reporter: io.strimzi:metrics-reporter 0.2.0 (the lock's
+# "kafka-metrics-reporter" set). Strimzi 1.2.0 runs io.strimzi:server-metrics-reporter 0.4.0 (classes renamed
+# to io.strimzi.kafka.metrics.prometheus.Server{Kafka,Yammer}MetricsReporter), which Maven Central does not
+# serve here; both name a metric `<group>_<type>_<name>` (Yammer) or `<namespace>_<group>_<name>` (Kafka
+# metrics), lowercased, with `_total` on counters. The Kafka reporter serves both over one HTTP listener.
+# One difference: 0.2.0 takes a Yammer metric's labels from its scope, where Kafka wrote a topic `a.b` as
+# `a_b` (strimzi/metrics-reporter#128 later reads them from the MBean name); pipeline topics have no dots.
+METRICS_REPORTER_CLASS = "io.strimzi.kafka.metrics.KafkaPrometheusMetricsReporter"
+YAMMER_METRICS_REPORTER_CLASS = "io.strimzi.kafka.metrics.YammerPrometheusMetricsReporter"
+STRIMZI_METRICS_ALLOWLIST = (
+    # Strimzi 1.2.0's default allowlist for a Kafka cluster's strimziMetricsReporter (KafkaCluster.java,
+    # DEFAULT_METRICS_ALLOW_LIST), which our Kafka CR keeps: locally the same metrics exist as on a cluster.
+    "kafka_cluster_partition.*",
+    "kafka_controller_kafkacontroller.*",
+    "kafka_controller_controllerstats_uncleanleaderelectionspersec",
+    "kafka_log_log_size",
+    "kafka_network_requestmetrics.*",
+    "kafka_network_socketserver_networkprocessoravgidlepercent",
+    "kafka_server_app_info.*",
+    "kafka_server_brokertopicmetrics.*",
+    "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+    "kafka_server_kafkaserver_brokerstate",
+    "kafka_server_kafkaserver_clusterid",
+    "kafka_server_kafkaserver_linux.*",
+    "kafka_server_raft.*",
+    "kafka_server_replicamanager.*",
+    "kafka_server_request_queue_size",
+    "kafka_server_socket_server.*",
+)
+METRICS_ALLOWLIST = (
+    # What the local broker exports: the entries of Strimzi's default allowlist that our Kafka panels and
+    # alerts use (tests/monitoring/test_dashboards.py checks both), without the ~6,000 request-metric series
+    # that a 2 s scrape on a small machine would pay for.
+    "kafka_cluster_partition.*",
+    "kafka_controller_kafkacontroller.*",
+    "kafka_server_brokertopicmetrics.*",
+    "kafka_server_kafkaserver_brokerstate",
+    "kafka_server_replicamanager.*",
+)
+
+
+def metrics_reporter_properties(port: int, allowlist: Sequence[str] = METRICS_ALLOWLIST) -> dict[str, str]:
+    """Broker properties that load the metrics reporter and serve its metrics on 127.0.0.1:`port`."""
+    return {
+        "metric.reporters": METRICS_REPORTER_CLASS,
+        "kafka.metrics.reporters": YAMMER_METRICS_REPORTER_CLASS,
+        "prometheus.metrics.reporter.listener.enable": "true",
+        "prometheus.metrics.reporter.listener": f"http://{LOOPBACK}:{port}",
+        "prometheus.metrics.reporter.allowlist": ",".join(allowlist),
+    }
+
+
+def metrics_reporter_url(port: int) -> str:
+    """Where a broker started with `metrics_reporter_properties(port)` serves its metrics."""
+    return f"http://{LOOPBACK}:{port}/metrics"
+
+
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 _SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+_PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule required"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 @dataclass(frozen=True)
@@ -88,11 +175,27 @@ class TlsMaterial:
 
 
 @dataclass(frozen=True)
+class AclAuthorization:
+    """ACLs enforced, with two super users authenticated by SASL/PLAIN (see the module docstring). The
+    passwords only reach server.properties (mode 0600), never an argv or a log."""
+
+    broker_password: str = field(repr=False)
+    admin_password: str = field(repr=False)
+    broker_user: str = "streamstack-broker"
+    admin_user: str = "streamstack-admin"
+
+    @property
+    def super_users(self) -> tuple[str, ...]:
+        return (f"User:{self.broker_user}", f"User:{self.admin_user}")
+
+
+@dataclass(frozen=True)
 class SecuredListeners:
     """Secured client listeners to add beside PLAINTEXT (see the module docstring)."""
 
     scram_mechanisms: tuple[str, ...] = ()
     keystore: BrokerKeystore | None = None
+    authorization: AclAuthorization | None = None
 
     def __post_init__(self) -> None:
         unknown = [mechanism for mechanism in self.scram_mechanisms if mechanism not in SCRAM_MECHANISMS]
@@ -102,6 +205,8 @@ class SecuredListeners:
             )
         if not self.scram_mechanisms and self.keystore is None:
             raise StreamstackError("SecuredListeners needs scram_mechanisms, a keystore, or both")
+        if self.authorization is not None and not self.scram_mechanisms:
+            raise StreamstackError("SecuredListeners(authorization=...) needs scram_mechanisms (its clients)")
 
     @property
     def protocols(self) -> tuple[str, ...]:
@@ -166,20 +271,36 @@ class LocalKafka:
         port: int = 0,
         heap: str = "768m",
         secured: SecuredListeners | None = None,
+        *,
+        metrics_allowlist: Sequence[str] = METRICS_ALLOWLIST,
     ) -> None:
         self.runtimes = runtimes
         self.workdir = workdir
         self.port = claim_port(port, "Kafka", "--kafka-port")
         self.controller_port = free_port()
+        self.metrics_port = free_port()
+        self.metrics_allowlist = tuple(metrics_allowlist)
         self.heap = heap
         self.secured = secured
         self.secured_ports = {protocol: free_port() for protocol in secured.protocols} if secured else {}
+        self.internal_port = free_port() if secured and secured.authorization else None
         self.log_path = workdir / "kafka.log"
+        self.authorizer_log_path = workdir / "kafka-authorizer.log"
         self._process: ManagedProcess | None = None
 
     @property
     def bootstrap_servers(self) -> str:
         return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """The metrics reporter's endpoint (Strimzi's metric names), for Prometheus or a test to read."""
+        return metrics_reporter_url(self.metrics_port)
+
+    @property
+    def metrics_target(self) -> str:
+        """host:port of `metrics_url`, as a Prometheus static target."""
+        return f"{LOOPBACK}:{self.metrics_port}"
 
     def address(self, security_protocol: str) -> str:
         """The bootstrap address of the listener for `security_protocol` (PLAINTEXT or a secured one)."""
@@ -196,7 +317,8 @@ class LocalKafka:
         return self._process.pid
 
     def _java(self, main_class: str, *args: str) -> list[str]:
-        classpath = os.pathsep.join(str(jar) for jar in self.runtimes.kafka_classpath)
+        jars = (*self.runtimes.kafka_classpath, *self.runtimes.metrics_reporter_jars)
+        classpath = os.pathsep.join(str(jar) for jar in jars)
         return [
             str(self.runtimes.java),
             f"-Xms{self.heap}",
@@ -232,12 +354,17 @@ class LocalKafka:
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "false",
             "log.cleaner.backoff.ms": "1000",
+            **metrics_reporter_properties(self.metrics_port, self.metrics_allowlist),
         }
         if self.secured is not None:
             properties.update(self._secured_properties(self.secured))
         config_path = self.workdir / "server.properties"
+        config_path.touch(mode=0o600)  # it may hold the keystore's and the super users' passwords
         config_path.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
-        (self.workdir / "log4j2.properties").write_text(_LOG4J2)
+        log4j = _LOG4J2
+        if self.secured is not None and self.secured.authorization is not None:
+            log4j += _authorizer_log4j2(self.authorizer_log_path)
+        (self.workdir / "log4j2.properties").write_text(log4j)
         return config_path
 
     def _secured_properties(self, secured: SecuredListeners) -> dict[str, str]:
@@ -261,7 +388,35 @@ class LocalKafka:
             properties["ssl.keystore.type"] = "PKCS12"
             properties["ssl.keystore.location"] = str(secured.keystore.path)
             properties["ssl.keystore.password"] = secured.keystore.password
+        if secured.authorization is not None:
+            properties.update(self._authorization_properties(properties, secured.authorization))
         return properties
+
+    def _authorization_properties(self, secured: dict[str, str], auth: AclAuthorization) -> dict[str, str]:
+        """The INTERNAL listener, SASL/PLAIN on it and on CONTROLLER, the authorizer and its super users."""
+        internal = f"INTERNAL://{LOOPBACK}:{self.internal_port}"
+        broker_login = f'{_PLAIN_LOGIN} username="{auth.broker_user}" password="{auth.broker_password}"'
+        broker_entry = f'user_{auth.broker_user}="{auth.broker_password}"'
+        admin_entry = f'user_{auth.admin_user}="{auth.admin_password}"'
+        controller = f",CONTROLLER://{LOOPBACK}:{self.controller_port}"
+        return {
+            "listeners": secured["listeners"].removesuffix(controller) + f",{internal}{controller}",
+            "advertised.listeners": secured["advertised.listeners"] + f",{internal}",
+            "listener.security.protocol.map": secured["listener.security.protocol.map"].replace(
+                "CONTROLLER:PLAINTEXT", "CONTROLLER:SASL_PLAINTEXT"
+            )
+            + ",INTERNAL:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config": f"{broker_login} {broker_entry} {admin_entry};",
+            "listener.name.controller.plain.sasl.jaas.config": f"{broker_login} {broker_entry};",
+            "authorizer.class.name": STANDARD_AUTHORIZER,
+            "allow.everyone.if.no.acl.found": "false",
+            "super.users": ";".join(auth.super_users),
+        }
 
     def start(self, timeout: float = 90.0) -> LocalKafka:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -292,9 +447,7 @@ class LocalKafka:
                     f"Kafka exited with code {self._process.exit_code()} while starting; see {self.log_path}"
                 )
             try:
-                admin = KafkaAdminClient(
-                    bootstrap_servers=self.bootstrap_servers, request_timeout_ms=3000, client_id="streamstack"
-                )
+                admin = KafkaAdminClient(request_timeout_ms=3000, **self._admin_options())
             except KafkaError:
                 time.sleep(0.3)
                 continue
@@ -308,11 +461,26 @@ class LocalKafka:
         self.stop()
         raise StreamstackError(f"Kafka did not answer on {self.bootstrap_servers} within {timeout:.0f} s")
 
+    def _admin_options(self) -> dict[str, str]:
+        """PLAINTEXT; with ACLs enforced, the INTERNAL listener as the admin super user."""
+        authorization = self.secured.authorization if self.secured is not None else None
+        if authorization is None:
+            return {"bootstrap_servers": self.bootstrap_servers, "client_id": "streamstack"}
+        return {
+            "bootstrap_servers": f"{LOOPBACK}:{self.internal_port}",
+            "client_id": "streamstack",
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN",
+            "sasl_plain_username": authorization.admin_user,
+            "sasl_plain_password": authorization.admin_password,
+        }
+
     def admin(self) -> KafkaAdminClient:
-        return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id="streamstack")
+        return KafkaAdminClient(**self._admin_options())
 
     def add_scram_user(self, username: str, password: str, mechanism: str = "SCRAM-SHA-512") -> None:
-        """Create or update a SCRAM credential (through the PLAINTEXT listener, no password on any argv)."""
+        """Create or update a SCRAM credential through the admin client (PLAINTEXT, or INTERNAL as the
+        admin super user when ACLs are enforced); no password on any argv."""
         if self.secured is None or mechanism not in self.secured.scram_mechanisms:
             raise StreamstackError(f"{mechanism} is not enabled on this broker (SecuredListeners)")
         admin = self.admin()

@@ -23,6 +23,10 @@ RULE_FILES = REPO_ROOT / "monitoring" / "rules" / "*.yaml"
 """The recording and alerting rules (a glob: Prometheus expands it; the promtool tests under tests/ are
 not rule files)."""
 
+KAFKA_SCRAPE_JOB = "kafka"
+"""The scrape job of the broker's metrics reporter (`LocalKafka.metrics_target`): the Kafka panels' and
+alerts' `kafka_*` series, under the names a Strimzi cluster's PodMonitor scrapes."""
+
 
 def scrape_config(
     targets_by_scrape_job: Mapping[str, Sequence[str]],

@@ -21,7 +21,7 @@ from streamstack.local.kafka import LocalKafka
 from streamstack.local.pipeline import Pipeline
 from streamstack.local.ports import LOOPBACK, claim_port
 from streamstack.local.process import ManagedProcess, process_group_alive, stop_process_group
-from streamstack.local.prometheus import LocalPrometheus
+from streamstack.local.prometheus import KAFKA_SCRAPE_JOB, LocalPrometheus
 from streamstack.local.status import JobStatus, read_job_status
 from streamstack.runtimes import Runtimes
 
@@ -191,7 +191,11 @@ class LocalStack:
         kafka = LocalKafka(self.runtimes, run_dir / "kafka", port=self.options.kafka_port)
         self._kafka = kafka
         kafka.start()
-        self._state["kafka"] = {"bootstrap_servers": kafka.bootstrap_servers, "log": str(kafka.log_path)}
+        self._state["kafka"] = {
+            "bootstrap_servers": kafka.bootstrap_servers,
+            "metrics_url": kafka.metrics_url,
+            "log": str(kafka.log_path),
+        }
         self._state["processes"].append({"name": "kafka", "kind": "kafka", "pid": kafka.pid})
         self._write_state()
         kafka.create_topics(self.pipeline.topics)
@@ -259,6 +263,7 @@ class LocalStack:
             {
                 "streaming-jobs": [f"{LOOPBACK}:{port}" for port in metrics_ports],
                 "lag-exporter": [f"{LOOPBACK}:{exporter_port}"],
+                KAFKA_SCRAPE_JOB: [kafka.metrics_target],
             },
             port=prometheus_port,
         )

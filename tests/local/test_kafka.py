@@ -1,12 +1,16 @@
-"""The local KRaft broker: topics get the partitions and configs asked for, and its log lands in a file."""
+"""The local KRaft broker: topics get the partitions and configs asked for, its log lands in a file, and it
+serves Strimzi's metric names through the metrics reporter on 127.0.0.1."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from streamstack.local.kafka import LocalKafka, TopicSpec
-from tests.kafka_helpers import produce, read_all
+from streamstack.local.pipeline import streaming_pipeline
+from tests.kafka_helpers import metric_sum, produce, read_all, scrape, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -58,3 +62,61 @@ def test_records_round_trip_and_the_broker_log_is_captured(kafka: LocalKafka, to
     log = kafka.log_path.read_text()
     assert "Transition from STARTING to STARTED (kafka.server.BrokerServer)" in log
     assert kafka.bootstrap_servers.startswith("127.0.0.1:")
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """Local addresses (hex, as /proc/net/tcp{,6} print them) of the sockets listening on `port`."""
+    addresses = set()
+    for table in (Path("/proc/net/tcp"), Path("/proc/net/tcp6")):
+        for line in table.read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, _, hex_port = local.partition(":")
+            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                addresses.add(address)
+    return addresses
+
+
+def test_the_broker_serves_strimzi_metrics_reporter_names_on_loopback(
+    kafka: LocalKafka, topic_name: str
+) -> None:
+    """The names and labels the Kafka panels and alerts use, with values that follow what happened: 30
+    messages of ~100 bytes appended to a 2-partition topic and read back, nothing offline, under-replicated or
+    under min ISR."""
+    kafka.create_topics([TopicSpec(topic_name, partitions=2)])
+    records = [(f"k{i}".encode(), b"v" * 100) for i in range(30)]
+    produce(kafka.bootstrap_servers, topic_name, records)
+    assert len(read_all(kafka.bootstrap_servers, topic_name)) == 30
+
+    def topic_metric(samples: dict[str, float], name: str) -> float:
+        return metric_sum(samples, f"kafka_server_brokertopicmetrics_{name}_total", topic=topic_name)
+
+    def counted() -> bool:
+        samples = scrape(kafka.metrics_url)
+        return topic_metric(samples, "messagesinpersec") == 30 and topic_metric(samples, "bytesoutpersec") > 0
+
+    wait_for(counted, timeout=30, what=f"messages in and bytes out of {topic_name} on {kafka.metrics_url}")
+    samples = scrape(kafka.metrics_url)
+    assert topic_metric(samples, "bytesinpersec") > 30 * 100
+    assert topic_metric(samples, "bytesoutpersec") > 30 * 100
+    for partition in ("0", "1"):
+        assert (
+            samples[f'kafka_cluster_partition_underminisr{{partition="{partition}",topic="{topic_name}"}}']
+            == 0
+        )
+    assert samples["kafka_server_replicamanager_underreplicatedpartitions{}"] == 0
+    assert samples["kafka_controller_kafkacontroller_offlinepartitionscount{}"] == 0
+    assert samples["kafka_controller_kafkacontroller_activecontrollercount{}"] == 1
+    # Strimzi's default allowlist: Kafka metrics outside it are not exported (the reporter adds JVM metrics).
+    kafka_names = {name.partition("{")[0] for name in samples if name.startswith("kafka_")}
+    assert "kafka_server_fetchsessioncache_numincrementalfetchsessions" not in kafka_names
+    assert "kafka_log_log_logendoffset" not in kafka_names
+    assert kafka.metrics_url == f"http://{kafka.metrics_target}/metrics"
+    # 127.0.0.1 only: as an IPv4 socket, or (how the JDK's HTTP server binds) an IPv6 one on ::ffff:127.0.0.1.
+    listening = _listening_addresses(kafka.metrics_port)
+    assert listening and listening <= {"0100007F", "0000000000000000FFFF00000100007F"}, listening
+
+
+def test_pipeline_topics_keep_their_names_as_the_local_reporters_topic_label() -> None:
+    """metrics-reporter 0.2.0 labels a topic `a.b` as `a_b` (Kafka's Yammer scope), unlike a cluster's: the
+    Kafka panels filter broker metrics by the lag exporter's exact topic names, so no topic may have a dot."""
+    assert [topic.name for topic in streaming_pipeline().topics if "." in topic.name] == []

@@ -14,8 +14,9 @@ import yaml
 
 from monitoring.dashboards import build
 from monitoring.dashboards.spec import substitute
+from streamstack.local.kafka import METRICS_ALLOWLIST, STRIMZI_METRICS_ALLOWLIST
 from streamstack.runtimes import Runtimes
-from tests.monitoring.test_rules import promtool
+from tests.monitoring.test_rules import load_rules, promtool
 
 GENERATED = build.GENERATED_DIR
 EXPECTED_UIDS = {"streamstack-pipeline-overview", "streamstack-kafka", "streamstack-lag-exporter"}
@@ -100,6 +101,64 @@ def test_panels_are_structurally_sane() -> None:
                 assert 'namespace=~"$namespace"' in target["expr"], f"{where}: not filtered by namespace"
                 assert target["legendFormat"], where
         assert len(titles) == len(set(titles)), f"{uid}: panel titles repeat"
+
+
+# The broker metrics that Strimzi 1.2.0's own dashboards for its metrics reporter read (strimzi-kafka-operator
+# tag 1.2.0, packaging/examples/metrics/strimzi-metrics-reporter/grafana-dashboards/strimzi-kafka.json).
+STRIMZI_REPORTER_DASHBOARD_METRICS = {
+    "kafka_cluster_partition_atminisr",
+    "kafka_cluster_partition_replicascount",
+    "kafka_cluster_partition_underminisr",
+    "kafka_controller_controllerstats_uncleanleaderelectionspersec_total",
+    "kafka_controller_kafkacontroller_activecontrollercount",
+    "kafka_controller_kafkacontroller_offlinepartitionscount",
+    "kafka_log_log_size",
+    "kafka_network_socketserver_networkprocessoravgidlepercent",
+    "kafka_server_brokertopicmetrics_bytesinpersec_total",
+    "kafka_server_brokertopicmetrics_bytesoutpersec_total",
+    "kafka_server_brokertopicmetrics_failedfetchrequestspersec_total",
+    "kafka_server_brokertopicmetrics_failedproducerequestspersec_total",
+    "kafka_server_brokertopicmetrics_messagesinpersec_total",
+    "kafka_server_brokertopicmetrics_totalfetchrequestspersec_total",
+    "kafka_server_brokertopicmetrics_totalproducerequestspersec_total",
+    "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent_total",
+    "kafka_server_kafkaserver_linux_disk_read_bytes",
+    "kafka_server_kafkaserver_linux_disk_write_bytes",
+    "kafka_server_replicamanager_leadercount",
+    "kafka_server_replicamanager_partitioncount",
+    "kafka_server_replicamanager_underreplicatedpartitions",
+    "kafka_server_socket_server_metrics_connection_count",
+}
+
+
+def allows(allowlist: tuple[str, ...], metric: str) -> bool:
+    """Whether the reporter exports `metric` under `allowlist`: it matches a metric's name before the `_total`
+    of a counter against the regexes (`prometheus.metrics.reporter.allowlist`)."""
+    return any(re.fullmatch(entry, metric.removesuffix("_total")) for entry in allowlist)
+
+
+def kafka_metrics(texts: list[str]) -> set[str]:
+    return {name for text in texts for name in re.findall(r"\bkafka_[a-z_]+", text)}
+
+
+def test_kafka_metrics_are_strimzi_reporter_names_that_a_cluster_and_the_local_broker_export() -> None:
+    """Every broker metric a panel or alert queries is one Strimzi's reporter dashboards read too; Strimzi's
+    default allowlist (what our Kafka CR exports) keeps it, and so does the local broker's allowlist, whose
+    entries are Strimzi's own. Metrics that descriptions point operators to are exported by a cluster too."""
+    panels = [panel for dashboard in generated_dashboards().values() for panel in query_panels(dashboard)]
+    rules = load_rules()
+    queried = kafka_metrics(
+        [target["expr"] for panel in panels for target in panel["targets"]] + [rule.expr for rule in rules]
+    )
+    mentioned = kafka_metrics(
+        [panel["description"] for panel in panels]
+        + [text for rule in rules for text in rule.annotations.values()]
+    )
+    assert "kafka_server_brokertopicmetrics_messagesinpersec_total" in queried
+    assert sorted(queried - STRIMZI_REPORTER_DASHBOARD_METRICS) == []
+    assert [name for name in sorted(queried | mentioned) if not allows(STRIMZI_METRICS_ALLOWLIST, name)] == []
+    assert [name for name in sorted(queried) if not allows(METRICS_ALLOWLIST, name)] == []
+    assert set(METRICS_ALLOWLIST) <= set(STRIMZI_METRICS_ALLOWLIST)
 
 
 def test_overview_covers_what_operators_need() -> None:

@@ -1,12 +1,14 @@
 """Every rule expression and every dashboard query returns series on live data, not just parses.
 
 One local stack (`streamstack.local.stack.LocalStack`) runs the clickstream-windows job, its producer, the
-lag exporter and Prometheus (2 s scrape and rule evaluation, rules loaded from monitoring/rules/*.yaml). Once
+lag exporter, the broker with Strimzi's metrics reporter (the `kafka_*` names a Strimzi cluster exports) and
+Prometheus (2 s scrape and rule evaluation, rules loaded from monitoring/rules/*.yaml). Once
 its series exist, each rule's expression (an alert's threshold comparison stripped, `absent(x)` checked as
 `x`, each side of and/or/unless checked on its own) and each generated dashboard's panel queries (template
 variables substituted as Grafana does, once with "All" and once with the job and topic chosen) must return
 at least one series from the live Prometheus. What can only exist in a cluster is listed in CLUSTER_ONLY with
-the reason; those expressions must still parse with promtool and run on the live Prometheus without error.
+the reason (a kubelet or kube-state-metrics); those expressions must still parse with promtool and run on the
+live Prometheus without error.
 The same stack feeds `streamstack panels`, whose PNG is checked.
 """
 
@@ -29,7 +31,7 @@ import yaml
 
 from monitoring.dashboards.build import GENERATED_DIR
 from streamstack.local.pipeline import streaming_pipeline
-from streamstack.local.prometheus import query_prometheus
+from streamstack.local.prometheus import KAFKA_SCRAPE_JOB, query_prometheus
 from streamstack.local.stack import LocalStack, LocalStackOptions
 from streamstack.panels import render_overview
 from streamstack.runtimes import Runtimes
@@ -44,30 +46,17 @@ KUBELET = (
     "kubelet_volume_stats_* are exported by the kubelet for mounted PersistentVolumeClaims; local "
     "checkpoints are plain directories"
 )
-STRIMZI = (
-    "Kafka broker JMX metrics exported by Strimzi's jmx_prometheus_exporter (metricsConfig); the local "
-    "KRaft broker runs without a JMX exporter"
-)
 KUBE_STATE_METRICS = "kube_pod_container_status_restarts_total comes from kube-state-metrics"
 CLUSTER_ONLY: dict[str, str] = {
     "alert StreamstackCheckpointVolumeFillingUp": KUBELET,
     "alert StreamstackCheckpointVolumeAlmostFull": KUBELET,
-    "alert StreamstackKafkaUnderReplicatedPartitions": STRIMZI,
-    "alert StreamstackKafkaOfflinePartitions": STRIMZI,
-    "alert StreamstackKafkaUnderMinIsr": STRIMZI,
     "alert StreamstackContainerRestarting": KUBE_STATE_METRICS,
-    "panel streamstack-kafka/Broker messages in per second": STRIMZI,
-    "panel streamstack-kafka/Broker bytes in and out per second": STRIMZI,
-    "panel streamstack-kafka/Under-replicated partitions": STRIMZI,
-    "panel streamstack-kafka/Offline partitions": STRIMZI,
-    "panel streamstack-kafka/Partitions under min ISR": STRIMZI,
     "variable namespace": (
         "Prometheus adds `namespace` only to targets it discovers in Kubernetes; locally the variable has "
         "no values and 'All' (.*) matches series without the label"
     ),
 }
-CLUSTER_METRIC_PREFIXES = ("kubelet_volume_stats_", "kafka_server_", "kafka_controller_", "kafka_cluster_")
-CLUSTER_METRICS = (*CLUSTER_METRIC_PREFIXES, "kube_pod_container_status_restarts_total")
+CLUSTER_METRICS = ("kubelet_volume_stats_", "kube_pod_container_status_restarts_total")
 
 READY_TIMEOUT_S = 180.0
 
@@ -325,6 +314,28 @@ def _label_values(url: str, label_values_query: str, regex: str = "") -> set[str
         pattern = re.compile(regex.strip("/"))
         values = {found.group(1) for value in values if (found := pattern.search(value))}
     return values
+
+
+def kafka_metric_names(checks: list[Check]) -> set[str]:
+    return {name for check in checks for query in check.queries for name in re.findall(r"\bkafka_\w+", query)}
+
+
+def test_kafka_panels_and_alerts_read_the_brokers_metrics_reporter(ready: LiveStack) -> None:
+    """Every broker metric a Kafka panel or alert names is scraped from the local broker's metrics reporter
+    (scrape job `kafka`), under that exact name."""
+    names = kafka_metric_names([*rule_checks(), *panel_checks()])
+    assert {
+        "kafka_server_brokertopicmetrics_messagesinpersec_total",
+        "kafka_server_replicamanager_underreplicatedpartitions",
+        "kafka_controller_kafkacontroller_offlinepartitionscount",
+        "kafka_cluster_partition_underminisr",
+    } <= names
+    missing = [
+        name
+        for name in sorted(names)
+        if not returns_series(ready.prometheus_url, f'{name}{{job="{KAFKA_SCRAPE_JOB}"}}')
+    ]
+    assert missing == []
 
 
 def test_template_variables_list_the_running_job_and_its_topic(ready: LiveStack) -> None:
