@@ -38,6 +38,7 @@ from streamstack.local.stack import (
 )
 from streamstack.local.status import render_table
 from streamstack.paths import REPO_ROOT, default_workdir
+from streamstack.rehearsal import run as rehearsal_run
 
 DETACH_TIMEOUT_SECONDS = 240.0
 
@@ -95,6 +96,11 @@ def _build_parser() -> argparse.ArgumentParser:
     lag_status.add_arguments(lag)
 
     panels.add_parser(commands)
+
+    rehearse = commands.add_parser(
+        "rehearse", help="run jobs as the cluster runs them (secured Kafka, Spark standalone), then report"
+    )
+    rehearsal_run.add_arguments(rehearse)
 
     render = commands.add_parser("render", help="write a Pulumi stack's Kubernetes manifests (under mocks)")
     render.add_argument("--stack", required=True, help="the stack, e.g. dev or prod")
@@ -304,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
             return lag_status.run(args)
         if args.command == "render":
             return _render(args.stack, args.out, args.validate, args.project_dir)
+        if args.command == "rehearse":
+            _stop_on_signals()
+            return rehearsal_run.main(args, runtimes.locate(), default_workdir().resolve() / "rehearsal")
         workdir = (args.workdir or default_workdir()).resolve()
         if args.command == "panels":
             return panels.run(args, workdir)

@@ -1,0 +1,234 @@
+"""`streamstack rehearse`: catalogue jobs run the way the cluster runs them, on one machine.
+
+From the dev stack as `streamstack render` produces it: a secured broker with the rendered topics, KafkaUsers
+and ACLs (`rehearsal.kafka`); a Spark standalone master and worker whose executors cannot see driver-only
+volumes (`rehearsal.spark_cluster`); each chosen job's driver started from its rendered SparkApplication
+(`rehearsal.jobs`), logged in as its own KafkaUser; the producers that feed them, logged in as the load
+generator's user; the lag exporter, logged in as its user and reading the checkpoints. After `--run-for`
+seconds it reports per job: running, batches committed, lag seconds, ACL denials and failed tasks with the
+first executor exception. Exit 0 only if every job committed batches with no failed task and no denial.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contracts.pipeline import load_pipeline
+from streamstack.errors import StreamstackError
+from streamstack.local.jobs import lag_exporter_process, producer_process
+from streamstack.local.ports import LOOPBACK, free_port
+from streamstack.local.process import ManagedProcess
+from streamstack.rehearsal.jobs import (
+    RehearsedJob,
+    claim_mounts,
+    committed_batches,
+    driver_process,
+    first_error,
+    rehearsed_job,
+    secret_environment,
+    task_failures,
+)
+from streamstack.rehearsal.kafka import RehearsalKafka, users_by_secret, workload_kafka_users
+from streamstack.rehearsal.spark_cluster import executor_logs, standalone_cluster
+from streamstack.runtimes import Runtimes
+
+PRODUCER_RATE = 20.0
+EXPORTER_WORKLOAD = "Deployment/lag-exporter"
+
+
+@dataclass
+class JobReport:
+    name: str
+    kafka_user: str
+    running: bool = False
+    batches_committed: dict[str, int] = field(default_factory=dict)
+    lag_seconds: float | None = None
+    acl_denials: list[str] = field(default_factory=list)
+    task_failures: list[str] = field(default_factory=list)
+    cause: str | None = None
+    rewritten: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        progressed = bool(self.batches_committed) and all(n > 0 for n in self.batches_committed.values())
+        return self.running and progressed and not self.task_failures and not self.acl_denials
+
+
+def _spark_applications(
+    manifests: Sequence[Mapping[str, Any]], names: Sequence[str]
+) -> list[Mapping[str, Any]]:
+    applications = {m["metadata"]["name"]: m for m in manifests if m.get("kind") == "SparkApplication"}
+    unknown = [name for name in names if name not in applications]
+    if unknown:
+        raise StreamstackError(
+            f"--jobs: no SparkApplication {', '.join(unknown)} (rendered: {', '.join(applications)})"
+        )
+    return [applications[name] for name in names]
+
+
+def _lag_seconds(exporter_url: str) -> dict[str, float]:
+    """{checkpoint group: max lag seconds} from the exporter (`<job>/<query>` groups of the checkpoints)."""
+    with urllib.request.urlopen(f"{exporter_url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    lag: dict[str, float] = {}
+    for match in re.finditer(r"^streamstack_lag_group_max_seconds\{([^}]*)\} (\S+)$", text, re.M):
+        group = re.search(r'group="([^"]*)"', match.group(1))
+        if group is not None:
+            lag[group.group(1)] = max(lag.get(group.group(1), 0.0), float(match.group(2)))
+    return lag
+
+
+@contextmanager
+def _running(process: ManagedProcess) -> Iterator[ManagedProcess]:
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def rehearse(runtimes: Runtimes, work_dir: Path, job_names: Sequence[str], run_for: float) -> list[JobReport]:
+    from streamstack.manifests import render_stack  # noqa: PLC0415 (Pulumi loads in seconds: only here)
+
+    rendered = render_stack("dev")
+    manifests = rendered.manifests
+    applications = _spark_applications(manifests, job_names)
+    workload_users = workload_kafka_users(manifests)
+    catalogue = load_pipeline()
+    volumes = work_dir / "volumes"
+    driver_only = sorted(
+        {
+            volumes / mount.claim
+            for application in applications
+            for mount in claim_mounts({str(k): str(v) for k, v in application["spec"]["sparkConf"].items()})
+            if mount.driver and not mount.executors
+        }
+    )
+    reports = {
+        str(a["metadata"]["name"]): JobReport(
+            str(a["metadata"]["name"]), workload_users[f"SparkApplication/{a['metadata']['name']}"].name
+        )
+        for a in applications
+    }
+    with ExitStack() as stack:
+        kafka = stack.enter_context(RehearsalKafka.from_rendered(runtimes, work_dir / "kafka", manifests))
+        cluster = stack.enter_context(
+            standalone_cluster(runtimes, work_dir / "spark", driver_only=driver_only, memory="2g")
+        )
+        jobs: dict[str, tuple[RehearsedJob, ManagedProcess]] = {}
+        for application in applications:
+            job = rehearsed_job(
+                application,
+                runtimes=runtimes,
+                master_url=cluster.master_url,
+                bootstrap_servers=kafka.bootstrap_servers,
+                volumes_root=volumes,
+                metrics_port=free_port(),
+            )
+            job.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+            secrets = secret_environment(application)
+            users = users_by_secret(kafka.users.values())
+            credentials: dict[str, str] = {}
+            for secret in set(secrets.values()):
+                credentials.update(kafka.client_environment(users[secret].name))
+            process = driver_process(job, credentials, work_dir / "logs" / f"{job.name}.log")
+            reports[job.name].rewritten = list(job.rewritten)
+            jobs[job.name] = (job, stack.enter_context(_running(process)))
+
+        load_generator = users_by_secret(kafka.users.values())[str(rendered.outputs["loadGeneratorSecret"])]
+        for producer_name in dict.fromkeys(p for name in job_names for p in catalogue.job(name).producers):
+            producer = catalogue.producer(producer_name)
+            process = producer_process(
+                runtimes,
+                producer.module,
+                name=producer.name,
+                bootstrap_servers=kafka.bootstrap_servers,
+                topic=producer.topic,
+                rate=PRODUCER_RATE,
+                log_path=work_dir / "logs" / f"{producer.name}.log",
+                extra_args=producer.arguments,
+            )
+            process.env = {**(process.env or {}), **kafka.client_environment(load_generator.name)}
+            stack.enter_context(_running(process))
+
+        exporter_port = free_port()
+        exporter = lag_exporter_process(
+            runtimes,
+            bootstrap_servers=kafka.bootstrap_servers,
+            port=exporter_port,
+            checkpoint_roots={name: job.checkpoint_dir for name, (job, _) in jobs.items()},
+            log_path=work_dir / "logs" / "lag-exporter.log",
+        )
+        exporter.env = {
+            **(exporter.env or {}),
+            **kafka.exporter_environment(workload_users[EXPORTER_WORKLOAD].name),
+        }
+        stack.enter_context(_running(exporter))
+
+        deadline = time.monotonic() + run_for
+        while time.monotonic() < deadline and any(p.is_running() for _, p in jobs.values()):
+            time.sleep(2)
+
+        lag: dict[str, float] = {}
+        with suppress(OSError, ValueError):
+            lag = _lag_seconds(f"http://{LOOPBACK}:{exporter_port}")
+        denials = kafka.acl_denials()
+        for name, (job, process) in jobs.items():
+            report = reports[name]
+            report.running = process.is_running()
+            report.batches_committed = committed_batches(job.checkpoint_dir)
+            lags = [seconds for group, seconds in lag.items() if group.startswith(f"{name}/")]
+            report.lag_seconds = max(lags) if lags else None
+            report.acl_denials = denials.get(f"User:{report.kafka_user}", [])
+            report.task_failures = task_failures(process.log_path)
+            if not report.ok:
+                report.cause = (
+                    report.task_failures[0]
+                    if report.task_failures
+                    else first_error(process.log_path)
+                    or next(filter(None, map(first_error, executor_logs(cluster))), None)
+                )
+    return list(reports.values())
+
+
+def render_report(reports: Sequence[JobReport]) -> str:
+    lines = [f"{'job':<22} {'running':<8} {'batches':<18} {'lag s':>6} {'denials':>8} {'failed tasks':>13}"]
+    for report in reports:
+        batches = ",".join(f"{n}" for n in report.batches_committed.values()) or "0"
+        lag = "-" if report.lag_seconds is None else f"{report.lag_seconds:.0f}"
+        lines.append(
+            f"{report.name:<22} {'yes' if report.running else 'NO':<8} {batches:<18} {lag:>6} "
+            f"{len(report.acl_denials):>8} {len(report.task_failures):>13}"
+        )
+        if report.cause:
+            lines.append(f"  cause: {report.cause}")
+        lines.extend(f"  denied: {denial}" for denial in report.acl_denials[:5])
+    verdict = "every job progressed" if all(r.ok for r in reports) else "FAILED"
+    return "\n".join([*lines, f"rehearsal: {verdict}"])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    default_jobs = ",".join(job.name for job in load_pipeline().jobs)
+    parser.add_argument("--jobs", default=default_jobs, help=f"jobs to rehearse (default: {default_jobs})")
+    parser.add_argument("--run-for", type=float, default=120.0, help="seconds to run before reporting")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--work-dir", type=Path, default=None, help="default: .streamstack/rehearsal")
+
+
+def main(args: argparse.Namespace, runtimes: Runtimes, default_work_dir: Path) -> int:
+    names = [name.strip() for name in str(args.jobs).split(",") if name.strip()]
+    reports = rehearse(runtimes, args.work_dir or default_work_dir, names, args.run_for)
+    if args.json:
+        print(json.dumps([{**asdict(r), "ok": r.ok} for r in reports], indent=2))
+    else:
+        print(render_report(reports))
+    return 0 if all(report.ok for report in reports) else 1

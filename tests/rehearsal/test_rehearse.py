@@ -1,0 +1,64 @@
+"""`streamstack rehearse`: a stateless and a stateful job of the rendered dev stack, on a secured broker and
+a Spark standalone cluster, make progress with no failed task and no ACL denial, and leave no process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streamstack.paths import REPO_ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+
+
+def _processes_under(path: Path) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(path) in cmdline:
+            found.append(f"{pid}: {cmdline[:200]}")
+    return found
+
+
+def test_rehearse_a_stateless_and_a_stateful_job(tmp_path: Path) -> None:
+    work_dir = tmp_path / "rehearsal"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamstack.cli",
+            "rehearse",
+            "--jobs",
+            "user-view,clickstream-windows",
+            "--run-for",
+            "150",
+            "--json",
+            "--work-dir",
+            str(work_dir),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    reports = {report["name"]: report for report in json.loads(done.stdout)}
+    assert set(reports) == {"user-view", "clickstream-windows"}
+    for report in reports.values():
+        assert report["ok"] and report["running"]
+        assert report["batches_committed"] and min(report["batches_committed"].values()) >= 1
+        assert report["acl_denials"] == [] and report["task_failures"] == []
+        assert any(
+            line.startswith("--bootstrap-servers streamstack-kafka-bootstrap") for line in report["rewritten"]
+        )
+    assert reports["user-view"]["lag_seconds"] is not None
+    assert _processes_under(work_dir) == []
