@@ -13,6 +13,9 @@ from infra.network import Policy
 
 WAIT_FOR = "pulumi.com/waitFor"
 READY = "condition=Ready"
+# How long Pulumi awaits an object's readiness, for objects it manages but cannot be given ResourceOptions
+# (a helm.v4.Chart's children): pulumi-kubernetes reads it after customTimeouts, before its defaults.
+TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
 PART_OF = {"app.kubernetes.io/part-of": "streamstack", "app.kubernetes.io/managed-by": "pulumi"}
 
 

@@ -38,6 +38,11 @@ STRIMZI_CHART = "oci://quay.io/strimzi-helm/strimzi-kafka-operator"
 API_VERSION = "kafka.strimzi.io/v1"
 SCRAM_LISTENER = "scram"
 METRICS_PORT_NAME = "tcp-prometheus"  # Strimzi's name for the metrics port of every Kafka pod
+# What a cold node needs (every image pulled on first use; tests/infra/test_sizing.py): the operator's
+# release (helm.v3.Release waits 300 s by default), and the Kafka resource's Ready (broker image pulled, KRaft
+# node formatted and started, entity operator running).
+OPERATOR_TIMEOUT_S = 900
+KAFKA_READY_TIMEOUT = "15m"
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,7 @@ class KafkaCluster(pulumi.ComponentResource):
                     "extraEnvs": [{"name": "STRIMZI_POD_SECURITY_PROVIDER_CLASS", "value": "restricted"}],
                 },
                 cleanup_on_fail=True,
+                timeout=OPERATOR_TIMEOUT_S,
             ),
             opts=child(self, [kafka_namespace, *policies]),
         )
@@ -193,7 +199,11 @@ class KafkaCluster(pulumi.ComponentResource):
             kind="Kafka",
             metadata=metadata(kafka.cluster_name, kafka.namespace, annotations={WAIT_FOR: READY}),
             spec=kafka_spec(kafka, args.users_namespace),
-            opts=child(self, [operator, *pools]),
+            opts=child(
+                self,
+                [operator, *pools],
+                custom_timeouts=pulumi.CustomTimeouts(create=KAFKA_READY_TIMEOUT, update=KAFKA_READY_TIMEOUT),
+            ),
         )
         kubernetes.apiextensions.CustomResource(
             f"{name}-metrics",

@@ -41,6 +41,8 @@ RULE_GROUP_KEYS = {
 }
 RULE_KEYS = {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}
 CONFIGMAP_LIMIT_BYTES = 1024 * 1024
+# A cold node pulls about ten images for the release (tests/infra/test_sizing.py); helm.v3.Release: 300 s.
+RELEASE_TIMEOUT_S = 900
 # The grafana sub-chart's `admin.userKey`/`passwordKey` defaults: the keys of its own generated Secret too, so
 # the `grafanaAdminPassword` output reads `admin-password` whichever Secret holds it.
 GRAFANA_ADMIN_USER = "admin"
@@ -250,6 +252,7 @@ class Monitoring(pulumi.ComponentResource):
                 namespace=monitoring_namespace.metadata.name,
                 values=chart_values(config, own_admin_secret),
                 cleanup_on_fail=True,
+                timeout=RELEASE_TIMEOUT_S,
             ),
             opts=child(self, release_dependencies),
         )

@@ -23,6 +23,8 @@ from infra.config import SparkConfig
 
 SPARK_OPERATOR_REPOSITORY = "https://kubeflow.github.io/spark-operator"
 DRIVER_ROLE = "spark-driver"
+# One image to pull on a cold node (tests/infra/test_sizing.py); helm.v3.Release waits 300 s by default.
+OPERATOR_TIMEOUT_S = 600
 # What a driver does in its namespace: create its executors' pods and ConfigMap, watch them, label idle
 # executors (patch) and delete them all when it stops; delete its own Service on termination; list claims
 # to reuse executors' on-demand volumes. Executors never call the API.
@@ -85,6 +87,7 @@ class SparkPlatform(pulumi.ComponentResource):
                     "prometheus": {"metrics": {"enable": True}, "podMonitor": {"create": True}},
                 },
                 cleanup_on_fail=True,
+                timeout=OPERATOR_TIMEOUT_S,
             ),
             opts=child(self, [operator_namespace, jobs_namespace, *operator_policies]),
         )

@@ -30,7 +30,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from infra.components.common import WAIT_FOR, child
+from infra.components.common import TIMEOUT_SECONDS, WAIT_FOR, child
 from infra.config import (
     STREAMING_JOB_CHART,
     JobConfig,
@@ -43,6 +43,8 @@ from infra.network import Peers
 
 CHECKPOINT_MOUNT = "/checkpoints"
 RUNNING = "jsonpath={.status.applicationState.state}=RUNNING"
+# Until RUNNING on a cold node: spark-operator runs spark-submit (a JVM) for each job, then its driver starts.
+RUNNING_TIMEOUT_S = 600
 SECURITY_PROTOCOL = "SASL_PLAINTEXT"
 SASL_MECHANISM = "SCRAM-SHA-512"
 JAAS_CONFIG_KEY = "sasl.jaas.config"  # the key Strimzi's User Operator writes into a KafkaUser's Secret
@@ -128,7 +130,7 @@ def chart_values(args: StreamingJobArgs) -> dict[str, Any]:
             "onFailureRetryInterval": 10,
             "onSubmissionFailureRetryInterval": 20,
         },
-        "annotations": {WAIT_FOR: RUNNING},
+        "annotations": {WAIT_FOR: RUNNING, TIMEOUT_SECONDS: str(RUNNING_TIMEOUT_S)},
         "networkPolicy": args.peers.chart_values(),
     }
 
