@@ -5,8 +5,10 @@ and ACLs (`rehearsal.kafka`); a Spark standalone master and worker whose executo
 volumes (`rehearsal.spark_cluster`); each chosen job's driver started from its rendered SparkApplication
 (`rehearsal.jobs`), logged in as its own KafkaUser; the producers that feed them, logged in as the load
 generator's user; the lag exporter, logged in as its user and reading the checkpoints. After `--run-for`
-seconds it reports per job: running, batches committed, lag seconds, ACL denials and failed tasks with the
-first executor exception. Exit 0 only if every job committed batches with no failed task and no denial.
+seconds, and once every query of every job has committed a batch (at most `--timeout` seconds in all; sooner
+if a driver exits), it reports per job: running, batches committed, lag seconds, ACL denials and failed
+tasks with the first executor exception. Exit 0 only if every job committed batches with no failed task and
+no denial.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from streamstack.rehearsal.spark_cluster import executor_logs, standalone_cluste
 from streamstack.runtimes import Runtimes
 
 PRODUCER_RATE = 20.0
+QUERY_SET_SETTLE_S = 20.0
 EXPORTER_WORKLOAD = "Deployment/lag-exporter"
 
 
@@ -87,6 +90,29 @@ def _lag_seconds(exporter_url: str) -> dict[str, float]:
     return lag
 
 
+class _Progress:
+    """Whether every query has committed a batch. A query's checkpoint (with an empty `commits/`) appears
+    when it starts, and a driver starts its queries one after another: the set of queries has to stay the
+    same for a while before "every query" means all of them."""
+
+    def __init__(self, settle_seconds: float = QUERY_SET_SETTLE_S) -> None:
+        self._settle_seconds = settle_seconds
+        self._queries: set[str] = set()
+        self._since = time.monotonic()
+
+    def every_query_committed(self, checkpoint_roots: Mapping[str, Path]) -> bool:
+        batches = {
+            f"{job}/{query}": count
+            for job, root in checkpoint_roots.items()
+            for query, count in committed_batches(root).items()
+        }
+        started_jobs = {key.split("/", 1)[0] for key in batches}
+        if set(batches) != self._queries:
+            self._queries, self._since = set(batches), time.monotonic()
+        settled = time.monotonic() - self._since >= self._settle_seconds
+        return settled and started_jobs == set(checkpoint_roots) and all(n > 0 for n in batches.values())
+
+
 @contextmanager
 def _running(process: ManagedProcess) -> Iterator[ManagedProcess]:
     process.start()
@@ -96,7 +122,11 @@ def _running(process: ManagedProcess) -> Iterator[ManagedProcess]:
         process.stop()
 
 
-def rehearse(runtimes: Runtimes, work_dir: Path, job_names: Sequence[str], run_for: float) -> list[JobReport]:
+def rehearse(
+    runtimes: Runtimes, work_dir: Path, job_names: Sequence[str], run_for: float, timeout: float
+) -> list[JobReport]:
+    """Run the jobs `run_for` seconds and on until every query of every job has committed a batch (at most
+    `timeout` seconds in all; sooner if a driver exits), then report each job."""
     from streamstack.manifests import render_stack  # noqa: PLC0415 (Pulumi loads in seconds: only here)
 
     rendered = render_stack("dev")
@@ -174,8 +204,14 @@ def rehearse(runtimes: Runtimes, work_dir: Path, job_names: Sequence[str], run_f
         }
         stack.enter_context(_running(exporter))
 
-        deadline = time.monotonic() + run_for
-        while time.monotonic() < deadline and any(p.is_running() for _, p in jobs.values()):
+        started = time.monotonic()
+        progress = _Progress()
+        checkpoint_roots = {name: job.checkpoint_dir for name, (job, _) in jobs.items()}
+        while time.monotonic() - started < max(run_for, timeout) and all(
+            p.is_running() for _, p in jobs.values()
+        ):
+            if progress.every_query_committed(checkpoint_roots) and time.monotonic() - started >= run_for:
+                break
             time.sleep(2)
 
         lag: dict[str, float] = {}
@@ -219,14 +255,22 @@ def render_report(reports: Sequence[JobReport]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     default_jobs = ",".join(job.name for job in load_pipeline().jobs)
     parser.add_argument("--jobs", default=default_jobs, help=f"jobs to rehearse (default: {default_jobs})")
-    parser.add_argument("--run-for", type=float, default=120.0, help="seconds to run before reporting")
+    parser.add_argument(
+        "--run-for", type=float, default=60.0, help="seconds to run at least, before reporting (default: 60)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="seconds at most, waiting for every query to commit a batch (default: 600)",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--work-dir", type=Path, default=None, help="default: .streamstack/rehearsal")
 
 
 def main(args: argparse.Namespace, runtimes: Runtimes, default_work_dir: Path) -> int:
     names = [name.strip() for name in str(args.jobs).split(",") if name.strip()]
-    reports = rehearse(runtimes, args.work_dir or default_work_dir, names, args.run_for)
+    reports = rehearse(runtimes, args.work_dir or default_work_dir, names, args.run_for, args.timeout)
     if args.json:
         print(json.dumps([{**asdict(r), "ok": r.ok} for r in reports], indent=2))
     else:

@@ -39,7 +39,9 @@ def test_rehearse_a_stateless_and_a_stateful_job(tmp_path: Path) -> None:
             "--jobs",
             "user-view,clickstream-windows",
             "--run-for",
-            "150",
+            "120",
+            "--timeout",
+            "600",
             "--json",
             "--work-dir",
             str(work_dir),
@@ -47,7 +49,7 @@ def test_rehearse_a_stateless_and_a_stateful_job(tmp_path: Path) -> None:
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
