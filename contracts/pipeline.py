@@ -21,10 +21,12 @@ CATALOGUE_PATH = Path(__file__).resolve().parent.parent / "pipeline.yaml"
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 DEAD_LETTER_FLAG = "--dead-letter-topic"
 
-_TOPIC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,247}[a-z0-9])?$")
+# What a topic name, a job's command-line flag and a job's package may look like: the stack config
+# (infra.config) checks its overrides against the same patterns.
+TOPIC_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,247}[a-z0-9])?$")
+FLAG_PATTERN = re.compile(r"^--[a-z][a-z0-9-]*$")
+PACKAGE_PATTERN = re.compile(r"^[a-z_][a-z0-9_]*$")
 _JOB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,49}[a-z0-9])?$")
-_FLAG = re.compile(r"^--[a-z][a-z0-9-]*$")
-_PACKAGE = re.compile(r"^[a-z_][a-z0-9_]*$")
 _MODULE = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*$")
 
 
@@ -172,7 +174,7 @@ class _Fields:
 
 
 def _topic(name: str, fields: _Fields) -> Topic:
-    if not _TOPIC_NAME.match(name):
+    if not TOPIC_NAME_PATTERN.match(name):
         raise CatalogueError(f"{fields.path}: not a valid topic name")
     fields.only("partitions", "cleanupPolicy", "retentionMs", "config")
     policy = fields.raw.get("cleanupPolicy", "delete")
@@ -197,7 +199,7 @@ def _job(name: str, fields: _Fields, topics: Mapping[str, Topic], producers: Map
     stateful = fields.require("stateful")
     if not isinstance(stateful, bool):
         raise CatalogueError(f"{fields.name('stateful')}: expected true or false")
-    job_topics = fields.string_pairs("topics", _FLAG)
+    job_topics = fields.string_pairs("topics", FLAG_PATTERN)
     if not job_topics:
         raise CatalogueError(f"{fields.name('topics')}: required, at least one --flag: topic")
     for flag, topic in job_topics:
@@ -211,7 +213,7 @@ def _job(name: str, fields: _Fields, topics: Mapping[str, Topic], producers: Map
                 raise CatalogueError(f"{fields.name(key)}: {flag} is not one of its topic flags {flags}")
     if not reads:
         raise CatalogueError(f"{fields.name('reads')}: a job reads at least one of its topics")
-    settings = fields.string_pairs("settings", _FLAG)
+    settings = fields.string_pairs("settings", FLAG_PATTERN)
     clashing = sorted({flag for flag, _ in settings} & {*flags, DEAD_LETTER_FLAG})
     if clashing:
         raise CatalogueError(f"{fields.name('settings')}.{clashing[0]}: a topic flag, set under topics")
@@ -221,7 +223,7 @@ def _job(name: str, fields: _Fields, topics: Mapping[str, Topic], producers: Map
             raise CatalogueError(f"{fields.name('producers')}: {producer} is not a producer of the catalogue")
     return Job(
         name=name,
-        module=fields.string("module", _PACKAGE),
+        module=fields.string("module", PACKAGE_PATTERN),
         stateful=stateful,
         topics=job_topics,
         reads=reads,
@@ -233,7 +235,7 @@ def _job(name: str, fields: _Fields, topics: Mapping[str, Topic], producers: Map
 
 def _producer(name: str, fields: _Fields, topics: Mapping[str, Topic]) -> Producer:
     fields.only("module", "topic", "arguments")
-    topic = fields.string("topic", _TOPIC_NAME)
+    topic = fields.string("topic", TOPIC_NAME_PATTERN)
     if topic not in topics:
         raise CatalogueError(f"{fields.name('topic')}: {topic} is not a topic of the catalogue")
     return Producer(
@@ -250,7 +252,7 @@ def parse_pipeline(document: object, source: str = "pipeline.yaml") -> Pipeline:
         root = _Fields(document, "")
         root.only("deadLetterTopic", "topics", "producers", "jobs")
         topics = {name: _topic(name, root.child("topics").child(name)) for name in root.child("topics").raw}
-        dead_letters = root.string("deadLetterTopic", _TOPIC_NAME)
+        dead_letters = root.string("deadLetterTopic", TOPIC_NAME_PATTERN)
         if dead_letters not in topics:
             raise CatalogueError(f"deadLetterTopic: {dead_letters} is not a topic of the catalogue")
         producers_fields = root.child("producers")

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import pulumi
 
-from contracts.pipeline import load_pipeline
+from contracts.pipeline import FLAG_PATTERN, PACKAGE_PATTERN, TOPIC_NAME_PATTERN, load_pipeline
 
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = REPOSITORY_ROOT / "monitoring" / "rules"
@@ -54,9 +54,6 @@ _SPARK_MEMORY = re.compile(r"^[0-9]+[kmgt]?$")
 _SPARK_DURATION = re.compile(r"^[0-9]+ (millisecond|second|minute|hour|day)s?$")
 _VERSION = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)$")
 _METADATA_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)(-IV[0-9]+)?$")
-_TOPIC = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,247}[a-z0-9])?$")
-_FLAG = re.compile(r"^--[a-z][a-z0-9-]*$")
-_MODULE = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 class ConfigError(ValueError):
@@ -685,7 +682,7 @@ def _topics(section: Section, kafka: KafkaConfig) -> tuple[TopicConfig, ...]:
     """The catalogue's topics with `streamstack:topics` overrides; a name the catalogue lacks adds a topic."""
     definitions = {topic.name: topic for topic in load_pipeline().topics}
     for name in section.raw:
-        if not _TOPIC.match(name):
+        if not TOPIC_NAME_PATTERN.match(name):
             raise ConfigError(f"{section.name(name)}: not a valid topic and Kubernetes name")
     names = list(definitions) + [name for name in section.raw if name not in definitions]
     topics = []
@@ -798,7 +795,7 @@ def _job(entry: Section, defaults: Section) -> JobConfig:
             overridden[flag] = topic
         topics = tuple(overridden.items())
     for flag, topic in topics:
-        if not _FLAG.match(flag) or not _TOPIC.match(topic):
+        if not FLAG_PATTERN.match(flag) or not TOPIC_NAME_PATTERN.match(topic):
             raise ConfigError(f"{entry.name('topics')}.{flag}: expected --flag: topic-name, got {topic!r}")
     flags = [flag for flag, _ in topics]
     reads = own("reads", lambda s: s.strings("reads"), definition.reads if definition else None)
@@ -842,7 +839,9 @@ def _job(entry: Section, defaults: Section) -> JobConfig:
     return JobConfig(
         name=name,
         module=own(
-            "module", lambda s: s.string("module", pattern=_MODULE), definition.module if definition else None
+            "module",
+            lambda s: s.string("module", pattern=PACKAGE_PATTERN),
+            definition.module if definition else None,
         ),
         stateful=stateful,
         topics=topics,
@@ -877,7 +876,7 @@ def _job(entry: Section, defaults: Section) -> JobConfig:
             "metricsPort", JobConfig.metrics_port, minimum=1024
         ),
         dead_letter_topic=layered.source("deadLetterTopic").string(
-            "deadLetterTopic", load_pipeline().dead_letter_topic, _TOPIC
+            "deadLetterTopic", load_pipeline().dead_letter_topic, TOPIC_NAME_PATTERN
         ),
         checkpoint=CheckpointConfig(
             access_mode=mode_source.choice("accessMode", ACCESS_MODES, CheckpointConfig.access_mode),
