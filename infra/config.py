@@ -24,12 +24,12 @@ import pulumi
 
 from contracts.pipeline import FLAG_PATTERN, PACKAGE_PATTERN, TOPIC_NAME_PATTERN, load_pipeline
 
-REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
-RULES_DIR = REPOSITORY_ROOT / "monitoring" / "rules"
-DASHBOARDS_DIR = REPOSITORY_ROOT / "monitoring" / "dashboards" / "generated"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RULES_DIR = REPO_ROOT / "monitoring" / "rules"
+DASHBOARDS_DIR = REPO_ROOT / "monitoring" / "dashboards" / "generated"
 # Our own charts, installed by the StreamingJob and LagExporter components: one source of truth.
-STREAMING_JOB_CHART = REPOSITORY_ROOT / "charts" / "streaming-job"
-LAG_EXPORTER_CHART = REPOSITORY_ROOT / "charts" / "lag-exporter"
+STREAMING_JOB_CHART = REPO_ROOT / "charts" / "streaming-job"
+LAG_EXPORTER_CHART = REPO_ROOT / "charts" / "lag-exporter"
 PREFIX = "streamstack"
 
 # Kafka versions each Strimzi release runs, with their KRaft metadata version (Strimzi's kafka-versions.yaml).

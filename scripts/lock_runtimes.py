@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 
 from streamstack import runtimes
+from streamstack.paths import REPO_ROOT
 from streamstack.runtimes import sha256_of
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCK_PATH = REPO_ROOT / "streamstack" / "runtimes.lock.json"
 JOBS_DOCKERFILE = REPO_ROOT / "jobs" / "Dockerfile"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"

@@ -24,11 +24,11 @@ from pulumi.runtime.mocks import MockMonitor
 
 from infra import config as stack_config
 from streamstack.manifests import HELM_CHART_TYPE, ChartObject, Registration, render_local_chart
+from streamstack.paths import REPO_ROOT
 
-REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 # pulumi.runtime.test runs a function under the mocks and waits until every registration has been answered.
 under_mocks: Callable[[Callable[[], object]], Callable[[], None]] = pulumi.runtime.test
-PROGRAM = REPOSITORY_ROOT / "infra" / "__main__.py"
+PROGRAM = REPO_ROOT / "infra" / "__main__.py"
 
 
 @dataclass
@@ -171,7 +171,7 @@ class Objects:
 
 def stack_sections(stack: str) -> dict[str, Any]:
     """The `streamstack:` values of Pulumi.<stack>.yaml, by key without the namespace."""
-    document = yaml.safe_load((REPOSITORY_ROOT / f"Pulumi.{stack}.yaml").read_text(encoding="utf-8"))
+    document = yaml.safe_load((REPO_ROOT / f"Pulumi.{stack}.yaml").read_text(encoding="utf-8"))
     return {
         key.split(":", 1)[1]: value
         for key, value in document["config"].items()

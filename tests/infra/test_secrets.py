@@ -22,7 +22,8 @@ from infra.config import ConfigError, MonitoringConfig
 from streamstack import k8s_validation
 from streamstack.manifests import SECRET_PLACEHOLDER, ProgramError, load_project, render_stack
 from streamstack.manifests import stack_config as rendered_stack_config
-from tests.infra.conftest import REPOSITORY_ROOT, Recorded, Stack, build, run_program
+from streamstack.paths import REPO_ROOT
+from tests.infra.conftest import Recorded, Stack, build, run_program
 
 KEY = "grafanaAdminPassword"
 PASSWORD = "correct-horse-battery-staple-7f3a"
@@ -122,10 +123,10 @@ def test_render_writes_the_secret_object_but_never_the_password(tmp_path: Path) 
     project = tmp_path / "project"
     project.mkdir()
     (project / "Pulumi.yaml").write_text(
-        yaml.safe_dump({"name": "streamstack", "runtime": "python", "main": str(REPOSITORY_ROOT / "infra")})
+        yaml.safe_dump({"name": "streamstack", "runtime": "python", "main": str(REPO_ROOT / "infra")})
     )
     ciphertext = "v1:Zm9yLXRlc3Rpbmc6bm90LWEtcmVhbC1rZXk="
-    dev = yaml.safe_load((REPOSITORY_ROOT / "Pulumi.dev.yaml").read_text(encoding="utf-8"))
+    dev = yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text(encoding="utf-8"))
     dev["config"][f"streamstack:{KEY}"] = {"secure": ciphertext}
     (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump(dev))
     config, secret_keys = rendered_stack_config(load_project(project), "dev")
@@ -140,7 +141,7 @@ def test_render_writes_the_secret_object_but_never_the_password(tmp_path: Path) 
         text=True,
         timeout=300,
         check=False,
-        cwd=REPOSITORY_ROOT,
+        cwd=REPO_ROOT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     written = [path for path in out.rglob("*") if path.is_file()]
