@@ -4,11 +4,13 @@ From the dev stack as `streamstack render` produces it: a secured broker with th
 and ACLs (`rehearsal.kafka`); a Spark standalone master and worker whose executors cannot see driver-only
 volumes (`rehearsal.spark_cluster`); each chosen job's driver started from its rendered SparkApplication
 (`rehearsal.jobs`), logged in as its own KafkaUser; the producers that feed them, logged in as the load
-generator's user; the lag exporter, logged in as its user and reading the checkpoints. After `--run-for`
+generator's user; the lag exporter, logged in as its user and reading the checkpoints; a Prometheus that
+scrapes the broker's Strimzi metrics reporter, the drivers and the exporter. After `--run-for`
 seconds, and once every query of every job has committed a batch (at most `--timeout` seconds in all; sooner
 if a driver exits), it reports per job: running, batches committed, lag seconds, ACL denials and failed
-tasks with the first executor exception. Exit 0 only if every job committed batches with no failed task and
-no denial.
+tasks with the first executor exception; and every Kafka panel query of the dashboards that returns no
+series. Exit 0 only if every job committed batches with no failed task and no denial, and every Kafka panel
+has data.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from streamstack.errors import StreamstackError
 from streamstack.local.jobs import lag_exporter_process, producer_process
 from streamstack.local.ports import LOOPBACK, free_port
 from streamstack.local.process import ManagedProcess
+from streamstack.local.prometheus import KAFKA_SCRAPE_JOB, LocalPrometheus
 from streamstack.rehearsal.jobs import (
     RehearsedJob,
     claim_mounts,
@@ -40,6 +43,7 @@ from streamstack.rehearsal.jobs import (
     task_failures,
 )
 from streamstack.rehearsal.kafka import RehearsalKafka, users_by_secret, workload_kafka_users
+from streamstack.rehearsal.panels import kafka_panel_queries, without_data
 from streamstack.rehearsal.spark_cluster import executor_logs, standalone_cluster
 from streamstack.runtimes import Runtimes
 
@@ -64,6 +68,26 @@ class JobReport:
     def ok(self) -> bool:
         progressed = bool(self.batches_committed) and all(n > 0 for n in self.batches_committed.values())
         return self.running and progressed and not self.task_failures and not self.acl_denials
+
+
+@dataclass
+class Rehearsal:
+    jobs: list[JobReport]
+    kafka_panels_checked: int = 0
+    kafka_panels_without_data: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        panels_ok = self.kafka_panels_checked > 0 and not self.kafka_panels_without_data
+        return all(report.ok for report in self.jobs) and panels_ok
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "jobs": [{**asdict(report), "ok": report.ok} for report in self.jobs],
+            "kafka_panels_checked": self.kafka_panels_checked,
+            "kafka_panels_without_data": self.kafka_panels_without_data,
+            "ok": self.ok,
+        }
 
 
 def _spark_applications(
@@ -114,6 +138,15 @@ class _Progress:
 
 
 @contextmanager
+def _started(prometheus: LocalPrometheus) -> Iterator[LocalPrometheus]:
+    prometheus.start()
+    try:
+        yield prometheus
+    finally:
+        prometheus.stop()
+
+
+@contextmanager
 def _running(process: ManagedProcess) -> Iterator[ManagedProcess]:
     process.start()
     try:
@@ -124,9 +157,10 @@ def _running(process: ManagedProcess) -> Iterator[ManagedProcess]:
 
 def rehearse(
     runtimes: Runtimes, work_dir: Path, job_names: Sequence[str], run_for: float, timeout: float
-) -> list[JobReport]:
+) -> Rehearsal:
     """Run the jobs `run_for` seconds and on until every query of every job has committed a batch (at most
-    `timeout` seconds in all; sooner if a driver exits), then report each job."""
+    `timeout` seconds in all; sooner if a driver exits), then report each job, and the Kafka panels that the
+    rehearsal's Prometheus answers empty."""
     from streamstack.manifests import render_stack  # noqa: PLC0415 (Pulumi loads in seconds: only here)
 
     rendered = render_stack("dev")
@@ -203,6 +237,16 @@ def rehearse(
             **kafka.exporter_environment(workload_users[EXPORTER_WORKLOAD].name),
         }
         stack.enter_context(_running(exporter))
+        prometheus = LocalPrometheus(
+            runtimes,
+            work_dir / "prometheus",
+            {
+                "streaming-jobs": [f"{LOOPBACK}:{job.metrics_port}" for job, _ in jobs.values()],
+                "lag-exporter": [f"{LOOPBACK}:{exporter_port}"],
+                KAFKA_SCRAPE_JOB: [kafka.kafka.metrics_target],
+            },
+        )
+        stack.enter_context(_started(prometheus))
 
         started = time.monotonic()
         progress = _Progress()
@@ -217,6 +261,8 @@ def rehearse(
         lag: dict[str, float] = {}
         with suppress(OSError, ValueError):
             lag = _lag_seconds(f"http://{LOOPBACK}:{exporter_port}")
+        kafka_panels = kafka_panel_queries()
+        empty_panels = [str(query) for query in without_data(prometheus.url, kafka_panels)]
         denials = kafka.acl_denials()
         for name, (job, process) in jobs.items():
             report = reports[name]
@@ -233,10 +279,11 @@ def rehearse(
                     else first_error(process.log_path)
                     or next(filter(None, map(first_error, executor_logs(cluster))), None)
                 )
-    return list(reports.values())
+    return Rehearsal(list(reports.values()), len(kafka_panels), empty_panels)
 
 
-def render_report(reports: Sequence[JobReport]) -> str:
+def render_report(rehearsal: Rehearsal) -> str:
+    reports = rehearsal.jobs
     lines = [f"{'job':<22} {'running':<8} {'batches':<18} {'lag s':>6} {'denials':>8} {'failed tasks':>13}"]
     for report in reports:
         batches = ",".join(f"{n}" for n in report.batches_committed.values()) or "0"
@@ -248,7 +295,8 @@ def render_report(reports: Sequence[JobReport]) -> str:
         if report.cause:
             lines.append(f"  cause: {report.cause}")
         lines.extend(f"  denied: {denial}" for denial in report.acl_denials[:5])
-    verdict = "every job progressed" if all(r.ok for r in reports) else "FAILED"
+    lines.extend(f"  Kafka panel without data: {panel}" for panel in rehearsal.kafka_panels_without_data)
+    verdict = "every job progressed, every Kafka panel has data" if rehearsal.ok else "FAILED"
     return "\n".join([*lines, f"rehearsal: {verdict}"])
 
 
@@ -270,9 +318,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, runtimes: Runtimes, default_work_dir: Path) -> int:
     names = [name.strip() for name in str(args.jobs).split(",") if name.strip()]
-    reports = rehearse(runtimes, args.work_dir or default_work_dir, names, args.run_for, args.timeout)
-    if args.json:
-        print(json.dumps([{**asdict(r), "ok": r.ok} for r in reports], indent=2))
-    else:
-        print(render_report(reports))
-    return 0 if all(report.ok for report in reports) else 1
+    rehearsal = rehearse(runtimes, args.work_dir or default_work_dir, names, args.run_for, args.timeout)
+    print(json.dumps(rehearsal.as_json(), indent=2) if args.json else render_report(rehearsal))
+    return 0 if rehearsal.ok else 1

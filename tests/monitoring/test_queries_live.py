@@ -24,16 +24,15 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from monitoring.dashboards.build import GENERATED_DIR
 from streamstack.local.pipeline import streaming_pipeline
 from streamstack.local.prometheus import KAFKA_SCRAPE_JOB, query_prometheus
 from streamstack.local.stack import LocalStack, LocalStackOptions
 from streamstack.panels import render_overview
+from streamstack.rehearsal.panels import ALL_VALUES, dashboards, grafana_substitute
 from streamstack.runtimes import Runtimes
 from tests.monitoring.test_rules import load_rules, promtool, rule_files
 
@@ -172,17 +171,6 @@ def rule_checks() -> list[Check]:
     return checks
 
 
-def dashboards() -> dict[str, dict[str, Any]]:
-    return {path.stem: json.loads(path.read_text()) for path in sorted(GENERATED_DIR.glob("*.json"))}
-
-
-def grafana_substitute(expr: str, values: dict[str, str]) -> str:
-    """`$name` / `${name}` as Grafana interpolates a Prometheus query; `$__rate_interval` as 1m."""
-    values = {**values, "__rate_interval": "1m"}
-    return re.sub(r"\$\{?(\w+)\}?", lambda match: values[match.group(1)], expr)
-
-
-ALL_VALUES = {"namespace": ".*", "job": ".*", "topic": ".*"}
 CHOSEN_VALUES = {"namespace": ".*", "job": JOB, "topic": TOPIC}
 
 

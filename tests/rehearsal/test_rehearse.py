@@ -1,5 +1,6 @@
 """`streamstack rehearse`: a stateless and a stateful job of the rendered dev stack, on a secured broker and
-a Spark standalone cluster, make progress with no failed task and no ACL denial, and leave no process."""
+a Spark standalone cluster, make progress with no failed task and no ACL denial, every Kafka panel of the
+dashboards has data from the broker's Strimzi metrics reporter, and nothing is left running."""
 
 from __future__ import annotations
 
@@ -53,7 +54,9 @@ def test_rehearse_a_stateless_and_a_stateful_job(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    reports = {report["name"]: report for report in json.loads(done.stdout)}
+    rehearsal = json.loads(done.stdout)
+    assert rehearsal["kafka_panels_checked"] >= 5 and rehearsal["kafka_panels_without_data"] == []
+    reports = {report["name"]: report for report in rehearsal["jobs"]}
     assert set(reports) == {"user-view", "clickstream-windows"}
     for report in reports.values():
         assert report["ok"] and report["running"]
