@@ -40,7 +40,7 @@ def test_rehearse_a_stateless_and_a_stateful_job(tmp_path: Path) -> None:
             "--jobs",
             "user-view,clickstream-windows",
             "--run-for",
-            "120",
+            "30",
             "--timeout",
             "600",
             "--json",
