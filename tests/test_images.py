@@ -4,6 +4,7 @@ and checkov."""
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import re
 import sys
@@ -179,7 +180,7 @@ def test_python_packages_are_the_project_pins() -> None:
 def test_jobs_image_layout_is_what_the_chart_submits() -> None:
     instructions = parse(JOBS_DOCKERFILE)
     copies = [copy.arguments for copy in only(instructions, "COPY") if not copy.heredoc]
-    assert copies == ["jobs/ /opt/streamstack/app/jobs/"]
+    assert copies[0] == "jobs/ /opt/streamstack/app/jobs/"
     environment = " ".join(env.arguments for env in only(instructions, "ENV"))
     python_path = re.search(r"PYTHONPATH=(\S+)", environment)
     assert python_path and python_path.group(1).split(":") == ["/opt/streamstack/app", "/opt/streamstack/lib"]
@@ -192,10 +193,11 @@ def test_jobs_image_layout_is_what_the_chart_submits() -> None:
 def test_exporter_image_holds_only_the_exporter() -> None:
     instructions = parse(EXPORTER_DOCKERFILE)
     copies = [copy.arguments for copy in only(instructions, "COPY") if not copy.heredoc]
-    assert copies == [
+    assert copies[:2] == [
         "monitoring/__init__.py /app/monitoring/__init__.py",
         "monitoring/lag_exporter/ /app/monitoring/lag_exporter/",
     ]
+    assert all(copy.split()[0].startswith("contracts/") for copy in copies[2:])
     (entrypoint,) = only(instructions, "ENTRYPOINT")
     assert entrypoint.arguments == '["python", "-m", "monitoring.lag_exporter"]'
     exposed = only(instructions, "EXPOSE")[0].arguments
@@ -214,11 +216,11 @@ def test_dockerignore_sends_only_what_the_images_copy() -> None:
         for copy in only(parse(dockerfile), "COPY"):
             if copy.heredoc:
                 continue
-            source = copy.arguments.split()[0]
-            assert any(source.startswith(prefix) or fnmatch.fnmatch(source, prefix) for prefix in allowed), (
-                source
-            )
-            assert (REPO_ROOT / source).exists()
+            for source in copy.arguments.split()[:-1]:
+                assert any(
+                    source.startswith(prefix) or fnmatch.fnmatch(source, prefix) for prefix in allowed
+                ), source
+                assert (REPO_ROOT / source).exists()
 
 
 @pytest.mark.slow
@@ -231,3 +233,57 @@ def test_checkov_passes_the_dockerfiles() -> None:
     assert_clean(report)
     skipped = sorted({check["check_id"] for check in report["results"]["skipped_checks"]})
     assert skipped == ["CKV_DOCKER_2", "CKV_DOCKER_4"]
+
+
+OWN_PACKAGES = ("contracts", "infra", "jobs", "monitoring", "streamstack")
+
+
+def _copied_files(dockerfile: Path) -> set[Path]:
+    """The repository files a Dockerfile's COPY instructions put into the image."""
+    files: set[Path] = set()
+    for copy in only(parse(dockerfile), "COPY"):
+        if copy.heredoc:
+            continue
+        for source in copy.arguments.split()[:-1]:
+            path = REPO_ROOT / source
+            files |= set(path.rglob("*.py")) if path.is_dir() else {path}
+    return files
+
+
+def _own_imports(path: Path) -> set[str]:
+    """Modules of this repository that a Python file imports (absolute imports only: the house style)."""
+    modules = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        modules |= {name for name in names if name.split(".")[0] in OWN_PACKAGES}
+    return modules
+
+
+def _module_file(module: str) -> Path | None:
+    base = REPO_ROOT.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None  # a name imported from a module, not a module
+
+
+@pytest.mark.parametrize(
+    "dockerfile", [JOBS_DOCKERFILE, EXPORTER_DOCKERFILE], ids=lambda path: path.parent.name
+)
+def test_every_module_the_image_imports_is_copied_into_it(dockerfile: Path) -> None:
+    """An import of a package the image lacks fails only in the cluster: each copied file's own imports,
+    and the packages' __init__ files on the way, must be copied too."""
+    copied = _copied_files(dockerfile)
+    missing = set()
+    for path in copied:
+        for module in _own_imports(path):
+            parts = module.split(".")
+            for depth in range(1, len(parts) + 1):
+                needed = _module_file(".".join(parts[:depth]))
+                if needed is not None and needed not in copied:
+                    missing.add(f"{path.relative_to(REPO_ROOT)} imports {needed.relative_to(REPO_ROOT)}")
+    assert sorted(missing) == []

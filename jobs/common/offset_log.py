@@ -10,13 +10,13 @@ tried to read it would fail every batch.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from contracts.offset_log import OffsetLogEntry, parse_offset_log
 from jobs.common.config import StreamingJobConfig
 from jobs.common.kafka_io import read_kafka_stream, start_foreach_batch_query
 
@@ -36,26 +36,20 @@ def read_driver_file(spark: SparkSession, path: str) -> str:
     return bytes(content).decode("utf-8")
 
 
-def _offset_log_lines(spark: SparkSession, checkpoint: str, batch_id: int) -> list[str]:
-    return read_driver_file(spark, f"{checkpoint}/offsets/{batch_id}").splitlines()
+def read_offset_log(spark: SparkSession, checkpoint: str, batch_id: int) -> OffsetLogEntry:
+    """The batch's entry of the offset log, as `contracts.offset_log` parses it for the exporter too."""
+    path = f"{checkpoint}/offsets/{batch_id}"
+    return parse_offset_log(read_driver_file(spark, path), path)
 
 
 def batch_end_offsets(spark: SparkSession, checkpoint: str, batch_id: int) -> dict[str, dict[str, int]]:
     """The Kafka end offsets (exclusive) the batch was planned with: {topic: {partition: offset}}."""
-    offsets: dict[str, dict[str, int]] = {}
-    for line in _offset_log_lines(spark, checkpoint, batch_id)[2:]:
-        if line.startswith("{"):
-            for topic, partitions in json.loads(line).items():
-                offsets[topic] = {str(p): int(o) for p, o in partitions.items()}
-    return offsets
+    return read_offset_log(spark, checkpoint, batch_id).by_topic()
 
 
 def batch_watermark_ms(spark: SparkSession, checkpoint: str, batch_id: int) -> int:
     """The event-time watermark the batch ran with, in epoch milliseconds."""
-    for line in _offset_log_lines(spark, checkpoint, batch_id):
-        if line.startswith("{") and "batchWatermarkMs" in line:
-            return int(json.loads(line)["batchWatermarkMs"])
-    raise ValueError(f"no batchWatermarkMs in {checkpoint}/offsets/{batch_id}")
+    return read_offset_log(spark, checkpoint, batch_id).watermark_ms
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,9 @@ Kafka.
 
 Spark checkpoints are read directly (Spark never commits to Kafka). A query checkpoint holds `offsets/<N>`
 (written before batch N runs) and `commits/<N>` (written when it is done); the processed position is
-`offsets/<highest N present in commits/>`. An offsets file is the line `v1`, a JSON metadata line, then one
-line per source in source order: a Kafka source's `{"topic":{"0":123,"1":456}}`, another source's own JSON
-(ignored), or `-` for no offset. Offset log versions other than `v1` fail clearly. When one query reads the
-same partition through several sources, the lowest offset counts.
+`offsets/<highest N present in commits/>`, parsed by `contracts.offset_log` as the jobs parse it (versions
+other than `v1` fail clearly; when one query reads a partition through several sources, the lowest offset
+counts).
 
 `--checkpoint-dir NAME=PATH`: when PATH itself holds `offsets/` or `commits/` it is one query checkpoint and
 its group label is NAME; otherwise every direct subdirectory holding `offsets/` or `commits/` is a query
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from contracts.offset_log import OffsetLogError, parse_offset_log
 from monitoring.lag_exporter.config import CheckpointDir, NameFilter
 
 log = logging.getLogger(__name__)
@@ -107,57 +107,12 @@ def _batch_ids(directory: Path) -> list[int]:
     return sorted(int(entry.name) for entry in directory.iterdir() if entry.name.isdigit())
 
 
-def _is_kafka_offsets(value: object) -> bool:
-    return (
-        isinstance(value, dict)
-        and bool(value)
-        and all(
-            isinstance(partitions, dict)
-            and all(
-                key.lstrip("-").isdigit() and isinstance(offset, int) for key, offset in partitions.items()
-            )
-            for partitions in value.values()
-        )
-    )
-
-
 def parse_offsets_file(text: str, where: str = "offsets file") -> dict[TP, int]:
-    """{(topic, partition): offset} of the Kafka sources of one `offsets/<N>` file."""
-    lines = text.split("\n")
-    while lines and lines[-1] == "":
-        lines.pop()
-    if not lines:
-        raise CheckpointError(f"{where}: empty")
-    if lines[0] != "v1":
-        raise CheckpointError(
-            f"{where}: unsupported offset log version {lines[0][:20]!r} (this exporter reads v1)"
-        )
-    if len(lines) < 3:
-        raise CheckpointError(f"{where}: incomplete (no metadata or source lines)")
+    """{(topic, partition): offset} of the Kafka sources of one `offsets/<N>` file (contracts.offset_log)."""
     try:
-        metadata = json.loads(lines[1])
-    except json.JSONDecodeError as error:
-        raise CheckpointError(f"{where}: metadata line is not JSON ({error})") from None
-    if not isinstance(metadata, dict):
-        raise CheckpointError(f"{where}: metadata line is not a JSON object")
-    offsets: dict[TP, int] = {}
-    for number, line in enumerate(lines[2:], start=3):
-        if line.strip() == "-":
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise CheckpointError(f"{where}: line {number} is not JSON ({error})") from None
-        if not _is_kafka_offsets(value):
-            continue  # another kind of source
-        for topic, partitions in value.items():
-            for partition_text, offset in partitions.items():
-                partition = int(partition_text)
-                if partition < 0 or offset < 0:
-                    continue
-                tp = (topic, partition)
-                offsets[tp] = min(offset, offsets.get(tp, offset))
-    return offsets
+        return dict(parse_offset_log(text, where).end_offsets)
+    except OffsetLogError as error:
+        raise CheckpointError(str(error)) from None
 
 
 def _check_commit_file(path: Path) -> None:
