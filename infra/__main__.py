@@ -1,15 +1,17 @@
 """The streamstack stack: stack config -> components -> outputs (see infra/README.md).
 
-Order, enforced with depends_on: Monitoring first (its chart installs the PodMonitor/ServiceMonitor/
-PrometheusRule CRDs every other component uses), then the Spark platform (the jobs' namespace), then Kafka
-(its users live in the jobs' namespace), then the jobs and the lag exporter, which install our own charts
-(charts/streaming-job, charts/lag-exporter). Every component gets the one explicit Kubernetes provider.
+Order, enforced with depends_on: Monitoring first (it installs the PodMonitor/ServiceMonitor/PrometheusRule
+CRDs every other component uses; each component installs its operator's CRDs, infra/components/crds.py),
+then the Spark platform (the jobs' namespace), then Kafka (its users live in the jobs' namespace), then the
+jobs and the lag exporter, which install our own charts (charts/streaming-job, charts/lag-exporter). Every
+component gets the one explicit Kubernetes provider.
 """
 
 import pulumi
 import pulumi_kubernetes as kubernetes
 
 from infra import config as stack_config
+from infra.components.kafka_ca import KafkaClusterCa, KafkaClusterCaArgs
 from infra.components.kafka_cluster import KafkaCluster, KafkaClusterArgs
 from infra.components.lag_exporter import LagExporter, LagExporterArgs
 from infra.components.monitoring import GRAFANA_ADMIN_PASSWORD_KEY, Monitoring, MonitoringArgs
@@ -55,6 +57,18 @@ kafka = KafkaCluster(
     ),
     after(monitoring, spark),
 )
+# With kafka.clientTls the clients use the TLS listener and trust the cluster CA, copied into their namespace.
+kafka_ca = (
+    KafkaClusterCa(
+        "kafka-ca",
+        KafkaClusterCaArgs(kafka_config, spark_config.jobs_namespace, kafka.kafka),
+        after(spark, kafka),
+    )
+    if kafka_config.client_tls
+    else None
+)
+kafka_ca_secret = kafka_ca.secret_name if kafka_ca is not None else None
+clients_after = (kafka, kafka_ca) if kafka_ca is not None else (kafka,)
 
 jobs = [
     StreamingJob(
@@ -66,8 +80,9 @@ jobs = [
             job_users[job.name].secret_name,
             cluster.nodes,
             peers,
+            kafka_ca_secret,
         ),
-        after(spark, kafka),
+        after(spark, *clients_after),
     )
     for job in config.jobs
 ]
@@ -83,14 +98,19 @@ if config.lag_exporter.enabled:
             config.jobs,
             cluster.nodes,
             peers,
+            kafka_ca_secret,
         ),
-        after(monitoring, kafka, *jobs),
+        after(monitoring, *clients_after, *jobs),
     )
 
 pulumi.export("kafkaBootstrapServers", kafka.bootstrap_servers)
 pulumi.export(
-    "kafkaSecurity", "SASL_PLAINTEXT + SCRAM-SHA-512; each client's password is in its KafkaUser's Secret"
+    "kafkaSecurity",
+    f"{kafka_config.client_security_protocol} + SCRAM-SHA-512; each client's password is in its KafkaUser's "
+    "Secret" + (f", the cluster CA in the Secret {kafka_ca_secret} (key ca.crt)" if kafka_ca_secret else ""),
 )
+if kafka_ca_secret is not None:
+    pulumi.export("kafkaCaSecret", kafka_ca_secret)
 pulumi.export("jobsNamespace", spark.jobs_namespace)
 pulumi.export("jobs", [job.name for job in config.jobs])
 pulumi.export("kubectlJobs", f"kubectl get sparkapplications -n {spark_config.jobs_namespace}")

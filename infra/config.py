@@ -40,6 +40,10 @@ STRIMZI_MIN_KUBERNETES: Mapping[str, tuple[int, int]] = {"1.2.0": (1, 30)}
 # Spark major versions each spark-operator release submits (2.3+ is built on Spark 4; 2.5.2 on 4.0.4).
 SPARK_OPERATOR_SPARK_MAJORS: Mapping[str, tuple[int, ...]] = {"2.5.2": (4,)}
 KUBE_PROMETHEUS_STACK_VERSIONS = ("88.5.3",)
+# Each pinned chart version's complete CRD set, vendored (scripts/vendor_crds.py): the stack installs the CRDs
+# itself (infra/components/crds.py), since Helm never upgrades a chart's crds/.
+CRDS_DIR = REPO_ROOT / "infra" / "crds"
+CRDS_SOURCE_FILE = "source.json"
 
 ACCESS_MODES = ("ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany")
 DRIVER_ONLY_ACCESS_MODES = ("ReadWriteOnce", "ReadWriteOncePod")
@@ -196,6 +200,16 @@ def _known(name: str, value: str, known: Iterable[str], what: str) -> None:
         )
 
 
+def require_vendored_crds(name: str, chart: str, version: str) -> None:
+    """The chart version's CRDs must be in infra/crds/: a version bump without them fails here."""
+    if not (CRDS_DIR / f"{chart}-{version}" / CRDS_SOURCE_FILE).is_file():
+        raise ConfigError(
+            f"{name}: no CRDs of {chart} {version} in infra/crds/{chart}-{version}/ (Helm does not upgrade "
+            "CRDs, so the stack installs them from there): add the version's source to "
+            "scripts/vendor_crds.py and run it"
+        )
+
+
 @dataclass(frozen=True)
 class Resources:
     """Kubernetes container requests and limits (`{requests: {cpu, memory}, limits: {...}}`)."""
@@ -266,6 +280,9 @@ class KafkaConfig:
     min_insync_replicas: int = 1
     node_pools: tuple[NodePool, ...] = (NodePool("dual-role", ("controller", "broker"), 1, "10Gi"),)
     listener_port: int = 9092
+    # The pipeline's clients use the TLS listener (SASL_SSL, trusting Strimzi's cluster CA); False: the plain
+    # SCRAM listener (SASL_PLAINTEXT), for a cluster network you trust (dev on kind).
+    client_tls: bool = True
 
     def __post_init__(self) -> None:
         _known(
@@ -273,6 +290,9 @@ class KafkaConfig:
             self.operator_chart_version,
             STRIMZI_KAFKA_VERSIONS,
             "Strimzi",
+        )
+        require_vendored_crds(
+            setting("kafka.operatorChartVersion"), "strimzi-kafka-operator", self.operator_chart_version
         )
         versions = STRIMZI_KAFKA_VERSIONS[self.operator_chart_version]
         if self.version not in versions:
@@ -313,9 +333,29 @@ class KafkaConfig:
         return sum(pool.replicas for pool in self.node_pools if "controller" in pool.roles)
 
     @property
+    def tls_listener_port(self) -> int:
+        """The SCRAM-SHA-512 listener over TLS (the KafkaCluster component's `tls` listener)."""
+        return self.listener_port + 1
+
+    @property
+    def client_port(self) -> int:
+        """The listener the pipeline's clients use: TLS with `clientTls`, else the plain SCRAM one."""
+        return self.tls_listener_port if self.client_tls else self.listener_port
+
+    @property
+    def client_security_protocol(self) -> str:
+        return "SASL_SSL" if self.client_tls else "SASL_PLAINTEXT"
+
+    @property
+    def cluster_ca_secret(self) -> str:
+        """Strimzi's Secret with the cluster CA's certificate (`ca.crt`) in the Kafka namespace; the program
+        copies it under the same name into the clients' namespace (infra/components/kafka_ca.py)."""
+        return f"{self.cluster_name}-cluster-ca-cert"
+
+    @property
     def bootstrap_servers(self) -> str:
-        """The authenticated (SCRAM-SHA-512) listener behind Strimzi's bootstrap Service."""
-        return f"{self.cluster_name}-kafka-bootstrap.{self.namespace}.svc:{self.listener_port}"
+        """The clients' authenticated (SCRAM-SHA-512) listener behind Strimzi's bootstrap Service."""
+        return f"{self.cluster_name}-kafka-bootstrap.{self.namespace}.svc:{self.client_port}"
 
 
 @dataclass(frozen=True)
@@ -367,6 +407,9 @@ class SparkConfig:
             self.operator_chart_version,
             SPARK_OPERATOR_SPARK_MAJORS,
             "spark-operator",
+        )
+        require_vendored_crds(
+            setting("spark.operatorChartVersion"), "spark-operator", self.operator_chart_version
         )
         majors = SPARK_OPERATOR_SPARK_MAJORS[self.operator_chart_version]
         if major not in majors:
@@ -574,6 +617,7 @@ class MonitoringConfig:
         _known(
             setting("monitoring.chartVersion"), self.chart_version, KUBE_PROMETHEUS_STACK_VERSIONS, "chart"
         )
+        require_vendored_crds(setting("monitoring.chartVersion"), "kube-prometheus-stack", self.chart_version)
 
     @property
     def grafana_service(self) -> str:
@@ -656,6 +700,7 @@ def _kafka(section: Section) -> KafkaConfig:
         "replicationFactor",
         "minInsyncReplicas",
         "nodePools",
+        "clientTls",
     )
     pools = tuple(_node_pool(pool) for pool in section.sections("nodePools")) or KafkaConfig.node_pools
     names = [pool.name for pool in pools]
@@ -675,6 +720,7 @@ def _kafka(section: Section) -> KafkaConfig:
         replication_factor=replication,
         min_insync_replicas=section.integer("minInsyncReplicas", max(1, replication - 1), minimum=1),
         node_pools=pools,
+        client_tls=section.boolean("clientTls", KafkaConfig.client_tls),
     )
 
 

@@ -31,10 +31,12 @@ from infra.components.common import (
     network_policies,
     pod_security,
 )
+from infra.components.crds import custom_resource_definitions, load_crds
 from infra.config import ConfigError, KafkaConfig, NodePool, TopicConfig, require_topic_fits, setting
 from infra.kafka_access import COMMIT_LOG_TOPIC, KafkaUserSpec
 
 STRIMZI_CHART = "oci://quay.io/strimzi-helm/strimzi-kafka-operator"
+STRIMZI_CHART_NAME = "strimzi-kafka-operator"
 API_VERSION = "kafka.strimzi.io/v1"
 SCRAM_LISTENER = "scram"
 METRICS_PORT_NAME = "tcp-prometheus"  # Strimzi's name for the metrics port of every Kafka pod
@@ -161,6 +163,14 @@ class KafkaCluster(pulumi.ComponentResource):
         )
         if args.load_generator is not None:
             network_policies(self, name, [network.load_generator_policy(kafka, args.users_namespace)])
+        # Strimzi's CRDs of the pinned chart version (infra/components/crds.py); the release skips its own.
+        crds = custom_resource_definitions(
+            self,
+            name,
+            load_crds(
+                STRIMZI_CHART_NAME, kafka.operator_chart_version, setting("kafka.operatorChartVersion")
+            ),
+        )
         operator = kubernetes.helm.v3.Release(
             f"{name}-strimzi",
             kubernetes.helm.v3.ReleaseArgs(
@@ -178,8 +188,9 @@ class KafkaCluster(pulumi.ComponentResource):
                 },
                 cleanup_on_fail=True,
                 timeout=OPERATOR_TIMEOUT_S,
+                skip_crds=True,
             ),
-            opts=child(self, [kafka_namespace, *policies]),
+            opts=child(self, [kafka_namespace, *policies, *crds]),
         )
 
         pools = [

@@ -5,7 +5,8 @@ Like StreamingJob it goes in as a `helm.v4.Chart`, so Pulumi manages every objec
 the Deployment is available. The exporter reads the shadow consumer groups the jobs commit (shadow prefix and
 `--group-allow` limited to the groups its KafkaUser may describe) and, with `lagExporter.readCheckpoints`,
 every job's checkpoint claim mounted read-only at `/checkpoints/<job>`. The SASL password comes from its
-KafkaUser's Secret by reference (`password` key), never a flag or a value. The release is named
+KafkaUser's Secret by reference (`password` key), never a flag or a value; with `kafka.clientTls` it uses
+SASL_SSL on the TLS listener, trusting the cluster CA mounted from KafkaClusterCa's copy. The release is named
 `lag-exporter`, so its Service, and with it Prometheus' `job` label, are `lag-exporter` as in the local stack.
 """
 
@@ -33,9 +34,9 @@ from infra.kafka_access import exporter_group_allow
 from infra.network import Peers
 
 NAME = "lag-exporter"
-SECURITY_PROTOCOL = "SASL_PLAINTEXT"
 SASL_MECHANISM = "SCRAM-SHA-512"
 PASSWORD_KEY = "password"  # the key Strimzi's User Operator writes into a KafkaUser's Secret
+CA_KEY = "ca.crt"  # the key of the cluster CA certificate in its Secret (infra/components/kafka_ca.py)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,9 @@ class LagExporterArgs:
     jobs: tuple[JobConfig, ...]
     cluster_nodes: int
     peers: Peers
+    # The Secret (in the exporter's namespace) with the Kafka cluster CA: SASL_SSL to the TLS listener with
+    # the CA mounted (`--ssl-cafile`); None: SASL_PLAINTEXT (`kafka.clientTls`).
+    kafka_ca_secret: str | None = None
 
     def __post_init__(self) -> None:
         if self.exporter.image is None:
@@ -57,6 +61,10 @@ class LagExporterArgs:
     @property
     def image(self) -> ImageReference:
         return image_reference(setting("lagExporter.image"), self.exporter.image or "")
+
+    @property
+    def security_protocol(self) -> str:
+        return "SASL_PLAINTEXT" if self.kafka_ca_secret is None else "SASL_SSL"
 
     @property
     def checkpoint_jobs(self) -> Sequence[JobConfig]:
@@ -73,9 +81,10 @@ def chart_values(args: LagExporterArgs) -> dict[str, Any]:
         "image": args.image.chart_values(exporter.image_pull_policy),
         "kafka": {
             "bootstrapServers": args.bootstrap_servers,
-            "securityProtocol": SECURITY_PROTOCOL,
+            "securityProtocol": args.security_protocol,
             # The username is the Secret's name: Strimzi names a KafkaUser's Secret after the user.
             "sasl": {"mechanism": SASL_MECHANISM, "secretName": args.kafka_user, "passwordKey": PASSWORD_KEY},
+            "tls": {"caSecretName": args.kafka_ca_secret or "", "caKey": CA_KEY},
         },
         "exporter": {
             "port": exporter.port,

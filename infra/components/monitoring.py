@@ -26,7 +26,8 @@ import yaml
 
 from infra import network
 from infra.components.common import child, metadata, namespace, network_policies, pod_security
-from infra.config import DASHBOARDS_DIR, RULES_DIR, ConfigError, MonitoringConfig
+from infra.components.crds import custom_resource_definitions, load_crds
+from infra.config import DASHBOARDS_DIR, RULES_DIR, ConfigError, MonitoringConfig, setting
 
 KUBE_PROMETHEUS_STACK_REPOSITORY = "https://prometheus-community.github.io/helm-charts"
 DASHBOARD_LABEL = "grafana_dashboard"
@@ -225,7 +226,14 @@ class Monitoring(pulumi.ComponentResource):
             network.monitoring_policies(config.namespace, args.scrape_ports),
             [monitoring_namespace],
         )
-        release_dependencies: list[pulumi.Resource] = [monitoring_namespace, *policies]
+        # The Prometheus Operator's CRDs of the pinned chart version (infra/components/crds.py); the release
+        # skips its own.
+        crds = custom_resource_definitions(
+            self,
+            name,
+            load_crds("kube-prometheus-stack", config.chart_version, setting("monitoring.chartVersion")),
+        )
+        release_dependencies: list[pulumi.Resource] = [monitoring_namespace, *policies, *crds]
         self.grafana_admin = None
         own_admin_secret = None
         if args.grafana_admin_password is not None:
@@ -253,6 +261,7 @@ class Monitoring(pulumi.ComponentResource):
                 values=chart_values(config, own_admin_secret),
                 cleanup_on_fail=True,
                 timeout=RELEASE_TIMEOUT_S,
+                skip_crds=True,
             ),
             opts=child(self, release_dependencies),
         )

@@ -19,7 +19,8 @@ import pulumi_kubernetes as kubernetes
 
 from infra import network
 from infra.components.common import child, metadata, namespace, network_policies, pod_security
-from infra.config import SparkConfig
+from infra.components.crds import custom_resource_definitions, load_crds
+from infra.config import SparkConfig, setting
 
 SPARK_OPERATOR_REPOSITORY = "https://kubeflow.github.io/spark-operator"
 DRIVER_ROLE = "spark-driver"
@@ -67,6 +68,13 @@ class SparkPlatform(pulumi.ComponentResource):
             [operator_namespace],
         )
         network_policies(self, name, network.jobs_namespace_policies(spark.jobs_namespace), [jobs_namespace])
+        # spark-operator's CRDs of the pinned chart version (infra/components/crds.py); the release skips
+        # its own.
+        crds = custom_resource_definitions(
+            self,
+            name,
+            load_crds("spark-operator", spark.operator_chart_version, setting("spark.operatorChartVersion")),
+        )
         self.operator = kubernetes.helm.v3.Release(
             f"{name}-operator",
             kubernetes.helm.v3.ReleaseArgs(
@@ -88,8 +96,9 @@ class SparkPlatform(pulumi.ComponentResource):
                 },
                 cleanup_on_fail=True,
                 timeout=OPERATOR_TIMEOUT_S,
+                skip_crds=True,
             ),
-            opts=child(self, [operator_namespace, jobs_namespace, *operator_policies]),
+            opts=child(self, [operator_namespace, jobs_namespace, *operator_policies, *crds]),
         )
         account = kubernetes.core.v1.ServiceAccount(
             f"{name}-driver-account",

@@ -17,7 +17,9 @@ itself, so
 What the values say (chart_values below): the job's flags (topics, dead letters, settings) as extraArguments;
 volumes, environment, ports and security contexts reach the pods through Spark conf and pod templates,
 never spark-operator's webhook; the Kafka credentials come from the job's KafkaUser Secret by reference
-(`sasl.jaas.config`, an environment variable, never an argument or conf value); restart policy Always
+(`sasl.jaas.config`, an environment variable, never an argument or conf value); with `kafka.clientTls` the
+job uses SASL_SSL on the TLS listener and the cluster CA's Secret (KafkaClusterCa's copy) is mounted on the
+driver and every executor, since both run Kafka clients; restart policy Always
 (OnFailure can end a crashed streaming app COMPLETED, spark-operator#1402). The chart validates the values
 (values.schema.json and its own combination checks) when Pulumi renders it, so a bad value fails preview.
 """
@@ -45,9 +47,9 @@ CHECKPOINT_MOUNT = "/checkpoints"
 RUNNING = "jsonpath={.status.applicationState.state}=RUNNING"
 # Until RUNNING on a cold node: spark-operator runs spark-submit (a JVM) for each job, then its driver starts.
 RUNNING_TIMEOUT_S = 600
-SECURITY_PROTOCOL = "SASL_PLAINTEXT"
 SASL_MECHANISM = "SCRAM-SHA-512"
 JAAS_CONFIG_KEY = "sasl.jaas.config"  # the key Strimzi's User Operator writes into a KafkaUser's Secret
+CA_KEY = "ca.crt"  # the key of the cluster CA certificate in its Secret (infra/components/kafka_ca.py)
 CLAIM_TYPE = "kubernetes:core/v1:PersistentVolumeClaim"
 
 
@@ -59,9 +61,16 @@ class StreamingJobArgs:
     kafka_secret: str
     cluster_nodes: int
     peers: Peers
+    # The Secret (in the jobs' namespace) with the Kafka cluster CA: the job talks SASL_SSL to the TLS
+    # listener, the CA mounted on the driver and every executor; None: SASL_PLAINTEXT (`kafka.clientTls`).
+    kafka_ca_secret: str | None = None
 
     def __post_init__(self) -> None:
         require_checkpoint_reach(self.job, self.cluster_nodes)
+
+    @property
+    def security_protocol(self) -> str:
+        return "SASL_PLAINTEXT" if self.kafka_ca_secret is None else "SASL_SSL"
 
 
 def job_arguments(job: JobConfig) -> list[str]:
@@ -93,12 +102,15 @@ def chart_values(args: StreamingJobArgs) -> dict[str, Any]:
         },
         "kafka": {
             "bootstrapServers": args.bootstrap_servers,
-            "securityProtocol": SECURITY_PROTOCOL,
+            "securityProtocol": args.security_protocol,
             "sasl": {
                 "mechanism": SASL_MECHANISM,
                 "secretName": args.kafka_secret,
                 "jaasConfigKey": JAAS_CONFIG_KEY,
             },
+            # Mounted on the driver and the executors (both run Kafka clients); STREAMSTACK_KAFKA_SSL_CA_FILE
+            # names the file, which the job hands to Spark's Kafka source and sink as a PEM truststore.
+            "tls": {"caSecretName": args.kafka_ca_secret or "", "caKey": CA_KEY},
         },
         "checkpoint": {
             "mountPath": CHECKPOINT_MOUNT,

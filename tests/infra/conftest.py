@@ -10,6 +10,7 @@ with the real helm (streamstack.manifests.render_local_chart), as `streamstack r
 
 from __future__ import annotations
 
+import base64
 import json
 import runpy
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,12 +24,34 @@ import yaml
 from pulumi.runtime.mocks import MockMonitor
 
 from infra import config as stack_config
-from streamstack.manifests import HELM_CHART_TYPE, ChartObject, Registration, render_local_chart
+from streamstack.manifests import (
+    CRD_TYPE,
+    HELM_CHART_TYPE,
+    ChartObject,
+    Registration,
+    render_local_chart,
+)
 from streamstack.paths import REPO_ROOT
 
 # pulumi.runtime.test runs a function under the mocks and waits until every registration has been answered.
 under_mocks: Callable[[Callable[[], object]], Callable[[], None]] = pulumi.runtime.test
 PROGRAM = REPO_ROOT / "infra" / "__main__.py"
+# Strimzi's cluster CA Secret as the test cluster holds it, mid-renewal: the current certificate as `ca.crt`,
+# the replaced one as `ca-<date>.crt`, and the PKCS12 store with its password (not certificates).
+CLUSTER_CA_PEM = "-----BEGIN CERTIFICATE-----\nY2x1c3Rlci1jYS12MQ==\n-----END CERTIFICATE-----\n"
+OLD_CLUSTER_CA_PEM = "-----BEGIN CERTIFICATE-----\nY2x1c3Rlci1jYS12MA==\n-----END CERTIFICATE-----\n"
+
+
+def strimzi_cluster_ca_data() -> dict[str, str]:
+    def encoded(value: str) -> str:
+        return base64.b64encode(value.encode()).decode()
+
+    return {
+        "ca.crt": encoded(CLUSTER_CA_PEM),
+        "ca-2026-01-01T00-00-00Z.crt": encoded(OLD_CLUSTER_CA_PEM),
+        "ca.p12": encoded("pkcs12"),
+        "ca.password": encoded("store-password"),
+    }
 
 
 @dataclass
@@ -67,12 +90,23 @@ class StackMocks(pulumi.runtime.Mocks):
 
     def __init__(self) -> None:
         self.by_name: dict[tuple[str, str], Recorded] = {}
+        self.reads: list[tuple[str, str]] = []  # (type, "<namespace>/<name>") of every Resource.get
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
+        if args.custom is None and args.resource_id:  # a read of an existing object (Resource.get)
+            self.reads.append((args.typ, args.resource_id))
+            namespace, _, name = args.resource_id.rpartition("/")
+            assert args.typ == "kubernetes:core/v1:Secret" and name.endswith("-cluster-ca-cert"), (
+                f"the program read {args.typ} {args.resource_id}, which the test cluster does not hold"
+            )
+            state = {"metadata": {"name": name, "namespace": namespace}, "data": strimzi_cluster_ca_data()}
+            return args.resource_id, state
         outputs = dict(args.inputs)
         if args.typ == "kubernetes:helm.sh/v3:Release":
             # What the provider reports once the release is installed.
             outputs["status"] = {"name": args.inputs.get("name"), "status": "deployed"}
+        if args.typ == CRD_TYPE:
+            outputs.pop("spec", None)  # megabytes no program reads back (streamstack.manifests does the same)
         self.by_name[(args.typ, args.name)] = Recorded(
             args.typ, args.name, dict(args.inputs), transforms=tuple(args.transforms)
         )

@@ -573,6 +573,7 @@ UPSTREAM_CHARTS = {
     "kube-prometheus-stack": "88.5.3",
 }
 EXPECTED_KINDS = {
+    "CustomResourceDefinition",
     "Kafka",
     "KafkaNodePool",
     "KafkaTopic",

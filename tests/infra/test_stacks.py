@@ -223,8 +223,12 @@ def test_outputs_give_the_bootstrap_address_and_exact_kubectl_commands(
     stack = run_program(mocked, stack_name)
     outputs = stack.exports
     kafka = stack.named("Kafka", "streamstack")
-    scram = next(listener for listener in kafka.spec["kafka"]["listeners"] if listener["name"] == "scram")
-    assert outputs["kafkaBootstrapServers"] == f"streamstack-kafka-bootstrap.kafka.svc:{scram['port']:.0f}"
+    # The clients' listener: SCRAM over TLS in prod, the plain SCRAM one in dev (`kafka.clientTls`).
+    tls = stack_name == "prod"
+    (listener,) = [item for item in kafka.spec["kafka"]["listeners"] if item["tls"] is tls]
+    assert listener["authentication"] == {"type": "scram-sha-512"}
+    assert outputs["kafkaBootstrapServers"] == f"streamstack-kafka-bootstrap.kafka.svc:{listener['port']:.0f}"
+    assert outputs["kafkaSecurity"].startswith("SASL_SSL + " if tls else "SASL_PLAINTEXT + ")
     assert outputs["kubectlJobs"] == "kubectl get sparkapplications -n streaming"
     assert outputs["kubectlTopics"] == "kubectl get kafkatopics -n kafka"
     assert (
