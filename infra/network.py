@@ -232,14 +232,22 @@ def baseline(namespace: str) -> list[Policy]:
     return [default_deny(namespace), dns_egress(namespace)]
 
 
+def kafka_client_peers(clients_namespace: str) -> list[dict[str, Any]]:
+    """Who may reach the client listeners: the pipeline's Kafka clients in their namespace. Our policy and
+    the one Strimzi generates per listener (the listener's `networkPolicyPeers`) both use it: policies add
+    up, so a listener without peers would be open to every namespace whatever ours says."""
+    return [
+        {
+            "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: clients_namespace}},
+            "podSelector": label_in("app.kubernetes.io/name", KAFKA_CLIENT_APPS),
+        }
+    ]
+
+
 def kafka_policies(kafka: KafkaConfig, clients_namespace: str, monitoring_namespace: str) -> list[Policy]:
     namespace = kafka.namespace
     brokers = kafka_pod_labels(kafka)
     entity_operator = entity_operator_pod_labels(kafka)
-    clients = {
-        "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: clients_namespace}},
-        "podSelector": label_in("app.kubernetes.io/name", KAFKA_CLIENT_APPS),
-    }
     internal = (KAFKA_CONTROLPLANE_PORT, KAFKA_REPLICATION_PORT)
     return [
         *baseline(namespace),
@@ -266,7 +274,7 @@ def kafka_policies(kafka: KafkaConfig, clients_namespace: str, monitoring_namesp
                 rule([peer(labels=brokers)], internal, "from"),
                 rule([peer(labels=STRIMZI_OPERATOR_POD_LABELS)], [*internal, KAFKA_AGENT_PORT], "from"),
                 rule([peer(labels=entity_operator)], [KAFKA_REPLICATION_PORT], "from"),
-                rule([clients], kafka_client_ports(kafka), "from"),
+                rule(kafka_client_peers(clients_namespace), kafka_client_ports(kafka), "from"),
                 rule([peer(monitoring_namespace, PROMETHEUS_POD_LABELS)], [KAFKA_METRICS_PORT], "from"),
             ],
             egress=[rule([peer(labels=brokers)], internal, "to")],

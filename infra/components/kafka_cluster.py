@@ -90,6 +90,7 @@ def kafka_spec(kafka: KafkaConfig, users_namespace: str) -> dict[str, Any]:
                     "type": "internal",
                     "tls": False,
                     "authentication": authentication,
+                    "networkPolicyPeers": network.kafka_client_peers(users_namespace),
                 },
                 {
                     "name": "tls",
@@ -97,6 +98,7 @@ def kafka_spec(kafka: KafkaConfig, users_namespace: str) -> dict[str, Any]:
                     "type": "internal",
                     "tls": True,
                     "authentication": authentication,
+                    "networkPolicyPeers": network.kafka_client_peers(users_namespace),
                 },
             ],
             "authorization": {"type": "simple"},

@@ -199,10 +199,45 @@ def direction_allows(
     return False
 
 
+def strimzi_listener_policies(stack: RenderedStack) -> list[dict[str, Any]]:
+    """The ingress NetworkPolicy Strimzi's cluster operator generates for each Kafka cluster
+    (`<cluster>-network-policy-kafka`, selecting the cluster's broker pods): one rule per listener, from the
+    listener's `networkPolicyPeers`, or from anywhere when it has none (Strimzi's documentation: "Strimzi
+    automatically creates a NetworkPolicy resource for every enabled Kafka listener, allowing connections
+    from all namespaces"). Its rules for the control plane, replication and metrics ports are left out: only
+    the listeners are in question here. Policies add up, so this one counts beside ours."""
+    policies = []
+    for kafka in stack.find("Kafka"):
+        name, namespace = kafka["metadata"]["name"], kafka["metadata"]["namespace"]
+        rules = []
+        for listener in kafka["spec"]["kafka"]["listeners"]:
+            rule: dict[str, Any] = {"ports": [{"port": listener["port"], "protocol": "TCP"}]}
+            if listener.get("networkPolicyPeers"):
+                rule["from"] = listener["networkPolicyPeers"]
+            rules.append(rule)
+        policies.append(
+            {
+                "metadata": {"name": f"{name}-network-policy-kafka", "namespace": namespace},
+                "spec": {
+                    "podSelector": {
+                        "matchLabels": {
+                            "strimzi.io/cluster": name,
+                            "strimzi.io/kind": "Kafka",
+                            "strimzi.io/name": f"{name}-kafka",
+                        }
+                    },
+                    "policyTypes": ["Ingress"],
+                    "ingress": rules,
+                },
+            }
+        )
+    return policies
+
+
 def allowed(
     stack: RenderedStack, source: Endpoint, target: Endpoint, port: int, protocol: str = "TCP"
 ) -> bool:
-    policies = stack.find("NetworkPolicy")
+    policies = [*stack.find("NetworkPolicy"), *strimzi_listener_policies(stack)]
     return direction_allows(policies, source, target, port, protocol, egress=True) and direction_allows(
         policies, target, source, port, protocol, egress=False
     )
@@ -266,8 +301,16 @@ def test_the_pipelines_clients_reach_the_kafka_listeners_and_nothing_internal(st
         for internal in (9090, 9091, 8443):
             assert not allowed(stack, client, KAFKA_BROKER, internal), (client.name, internal)
         assert allowed(stack, client, COREDNS, 53, "UDP")
-    # Clients elsewhere do not reach Kafka, and Kafka does not call the clients.
-    assert not allowed(stack, Endpoint("outsider", "default", LOAD_GENERATOR.labels), KAFKA_BROKER, 9092)
+    # Pods elsewhere do not reach the listeners, not even with a client's labels (Strimzi's own policy
+    # included), and Kafka does not call the clients.
+    assert strimzi_listener_policies(stack)
+    for outsider in (
+        Endpoint("outsider", "default", LOAD_GENERATOR.labels),
+        Endpoint("other-team", "analytics", {"app": "kafka-client"}),
+        Endpoint("stranger", "streaming", {"app": "debug-shell"}),
+    ):
+        for port in (9092, 9093):
+            assert not allowed(stack, outsider, KAFKA_BROKER, port), (outsider.name, port)
     driver, executor = spark_pods(stack, stack.outputs["jobs"][0])
     assert not allowed(stack, KAFKA_BROKER, driver, 9400)
     # Within a job, driver and executors talk on the ports Spark picks.
