@@ -31,7 +31,8 @@ def after(*dependencies: pulumi.Resource) -> pulumi.ResourceOptions:
 
 
 monitoring_namespace = config.monitoring.namespace
-peers = Peers.of(kafka_config, monitoring_namespace)
+api_server_cidrs = cluster.api_server_cidrs
+peers = Peers.of(kafka_config, monitoring_namespace, api_server_cidrs)
 scrape_ports = {job.metrics_port for job in config.jobs}
 if config.lag_exporter.enabled:
     scrape_ports.add(config.lag_exporter.port)
@@ -41,10 +42,13 @@ monitoring = Monitoring(
         config.monitoring,
         tuple(sorted(scrape_ports)),
         grafana_admin_password=grafana_admin_password,
+        api_server_cidrs=api_server_cidrs,
     ),
     after(),
 )
-spark = SparkPlatform("spark", SparkPlatformArgs(spark_config, monitoring_namespace), after(monitoring))
+spark = SparkPlatform(
+    "spark", SparkPlatformArgs(spark_config, monitoring_namespace, api_server_cidrs), after(monitoring)
+)
 
 job_users = {job.name: job_user(job, spark_config.shadow_group_prefix) for job in config.jobs}
 exporter = exporter_user([topic.name for topic in config.topics], spark_config.shadow_group_prefix)
@@ -53,7 +57,13 @@ load_generator = load_generator_user(config.jobs) if config.load_generator.enabl
 kafka = KafkaCluster(
     "kafka",
     KafkaClusterArgs(
-        kafka_config, config.topics, users, spark_config.jobs_namespace, monitoring_namespace, load_generator
+        kafka_config,
+        config.topics,
+        users,
+        spark_config.jobs_namespace,
+        monitoring_namespace,
+        load_generator,
+        api_server_cidrs,
     ),
     after(monitoring, spark),
 )

@@ -14,6 +14,7 @@ reach; a topic replicated more often than there are brokers; a min ISR above the
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -250,6 +251,9 @@ class ClusterConfig:
     nodes: int = 1
     kubernetes_version: str = "1.33"
     kubeconfig_context: str | None = None
+    # The Kubernetes API server's endpoint addresses (NetworkPolicies see those, not the Service IP): the
+    # only destinations of the drivers' and operators' API egress.
+    api_server_cidrs: tuple[str, ...] = ()
 
     @property
     def kubernetes_minor(self) -> tuple[int, int]:
@@ -659,8 +663,27 @@ class StackConfig:
         require_exporter_reach(self.lag_exporter, self.jobs, self.cluster.nodes)
 
 
+def _api_server_cidrs(section: Section) -> tuple[str, ...]:
+    """`apiServerCidrs`: the API server's endpoint addresses (`kubectl get endpoints kubernetes -n default`).
+    Empty by default, which allows no API egress at all (drivers then cannot create executors, operators
+    cannot work): every stack names its control plane. Never a catch-all (0.0.0.0/0 would be egress to the
+    internet on 443/6443)."""
+    name = section.name("apiServerCidrs")
+    cidrs: tuple[str, ...] = section.strings("apiServerCidrs", ())
+    for index, cidr in enumerate(cidrs):
+        try:
+            network = ipaddress.ip_network(cidr, strict=True)
+        except ValueError as error:
+            raise ConfigError(f"{name}[{index}]: {cidr!r} is not a CIDR ({error})") from None
+        if network.prefixlen == 0:
+            raise ConfigError(
+                f"{name}[{index}]: {cidr} allows every address (internet egress); give the API server's"
+            )
+    return cidrs
+
+
 def _cluster(section: Section) -> ClusterConfig:
-    section.only("nodes", "kubernetesVersion", "kubeconfigContext")
+    section.only("nodes", "kubernetesVersion", "kubeconfigContext", "apiServerCidrs")
     version = section.string(
         "kubernetesVersion", ClusterConfig.kubernetes_version, re.compile(r"^1\.[0-9]+$")
     )
@@ -668,6 +691,7 @@ def _cluster(section: Section) -> ClusterConfig:
         nodes=section.integer("nodes", ClusterConfig.nodes, minimum=1),
         kubernetes_version=version,
         kubeconfig_context=section.string("kubeconfigContext", None),
+        api_server_cidrs=_api_server_cidrs(section),
     )
 
 

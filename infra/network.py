@@ -20,8 +20,7 @@ egress, egress to the cluster DNS for every pod, and the flows of the pods the p
 
 Pods on the host network (node-exporter, the kubelet) are outside NetworkPolicy; Prometheus reaches them
 through an ipBlock. The Kubernetes API is reached on its endpoint addresses (NetworkPolicies see the
-endpoints, not the Service IP): `API_SERVER_CIDRS` allows any address on the API ports; narrow it to the
-control plane's addresses where they are known.
+endpoints, not the Service IP): only those of the stack setting `cluster.apiServerCidrs`, never any address.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ NAMESPACE_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every na
 DNS_NAMESPACE = "kube-system"
 DNS_POD_LABELS = {"k8s-app": "kube-dns"}  # CoreDNS on kind, kubeadm and the managed clusters
 DNS_PORT = 53
-API_SERVER_CIDRS = ("0.0.0.0/0",)
 API_SERVER_PORTS = (443, 6443)  # 443 behind managed control planes, 6443 on kind and kubeadm
 
 # Strimzi 1.2.0 (KafkaCluster.java): control plane, replication and Kafka agent ports; the Strimzi metrics
@@ -116,14 +114,22 @@ class Peers:
     kafka_pod_labels: Mapping[str, str]
     kafka_ports: tuple[int, ...]
     monitoring_namespace: str
+    api_server_cidrs: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, kafka: KafkaConfig, monitoring_namespace: str) -> Peers:
-        return cls(kafka.namespace, kafka_pod_labels(kafka), kafka_client_ports(kafka), monitoring_namespace)
+    def of(cls, kafka: KafkaConfig, monitoring_namespace: str, api_server_cidrs: Sequence[str] = ()) -> Peers:
+        return cls(
+            kafka.namespace,
+            kafka_pod_labels(kafka),
+            kafka_client_ports(kafka),
+            monitoring_namespace,
+            tuple(api_server_cidrs),
+        )
 
-    def chart_values(self) -> dict[str, Any]:
-        """The `networkPolicy` values of the streaming-job and lag-exporter charts."""
-        return {
+    def chart_values(self, *, api_server: bool = False) -> dict[str, Any]:
+        """The `networkPolicy` values of the streaming-job and lag-exporter charts; `api_server` for a
+        workload that calls the Kubernetes API (a driver creates its executors)."""
+        values = {
             "enabled": True,
             "kafka": {
                 "namespace": self.kafka_namespace,
@@ -133,6 +139,9 @@ class Peers:
             "dns": {"namespace": DNS_NAMESPACE, "podLabels": dict(DNS_POD_LABELS)},
             "prometheus": {"namespace": self.monitoring_namespace, "podLabels": dict(PROMETHEUS_POD_LABELS)},
         }
+        if api_server:
+            values["kubeApiServer"] = {"cidrs": list(self.api_server_cidrs), "ports": list(API_SERVER_PORTS)}
+        return values
 
 
 def kafka_pod_labels(kafka: KafkaConfig) -> dict[str, str]:
@@ -223,8 +232,12 @@ def dns_egress(namespace: str) -> Policy:
     return policy("allow-dns", namespace, None, egress=[dns])
 
 
-def api_server_egress() -> dict[str, Any]:
-    return {"to": addresses(API_SERVER_CIDRS), "ports": ports(API_SERVER_PORTS)}
+def api_server_egress(api_server_cidrs: Sequence[str]) -> list[dict[str, Any]]:
+    """Egress to the API server's endpoint addresses; none without them (an empty `to` would allow every
+    destination)."""
+    if not api_server_cidrs:
+        return []
+    return [{"to": addresses(api_server_cidrs), "ports": ports(API_SERVER_PORTS)}]
 
 
 def baseline(namespace: str) -> list[Policy]:
@@ -244,7 +257,9 @@ def kafka_client_peers(clients_namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def kafka_policies(kafka: KafkaConfig, clients_namespace: str, monitoring_namespace: str) -> list[Policy]:
+def kafka_policies(
+    kafka: KafkaConfig, clients_namespace: str, monitoring_namespace: str, api_server_cidrs: Sequence[str]
+) -> list[Policy]:
     namespace = kafka.namespace
     brokers = kafka_pod_labels(kafka)
     entity_operator = entity_operator_pod_labels(kafka)
@@ -256,7 +271,7 @@ def kafka_policies(kafka: KafkaConfig, clients_namespace: str, monitoring_namesp
             namespace,
             STRIMZI_OPERATOR_POD_LABELS,
             egress=[
-                api_server_egress(),
+                *api_server_egress(api_server_cidrs),
                 rule([peer(labels=brokers)], [*internal, KAFKA_AGENT_PORT], "to"),
             ],
         ),
@@ -264,7 +279,10 @@ def kafka_policies(kafka: KafkaConfig, clients_namespace: str, monitoring_namesp
             f"{kafka.cluster_name}-entity-operator",
             namespace,
             entity_operator,
-            egress=[api_server_egress(), rule([peer(labels=brokers)], [KAFKA_REPLICATION_PORT], "to")],
+            egress=[
+                *api_server_egress(api_server_cidrs),
+                rule([peer(labels=brokers)], [KAFKA_REPLICATION_PORT], "to"),
+            ],
         ),
         policy(
             f"{kafka.cluster_name}-kafka",
@@ -293,7 +311,9 @@ def load_generator_policy(kafka: KafkaConfig, namespace: str) -> Policy:
     )
 
 
-def spark_operator_policies(namespace: str, monitoring_namespace: str) -> list[Policy]:
+def spark_operator_policies(
+    namespace: str, monitoring_namespace: str, api_server_cidrs: Sequence[str]
+) -> list[Policy]:
     return [
         *baseline(namespace),
         policy(
@@ -305,7 +325,7 @@ def spark_operator_policies(namespace: str, monitoring_namespace: str) -> list[P
                     [peer(monitoring_namespace, PROMETHEUS_POD_LABELS)], [SPARK_OPERATOR_METRICS_PORT], "from"
                 )
             ],
-            egress=[api_server_egress()],
+            egress=api_server_egress(api_server_cidrs),
         ),
     ]
 
@@ -314,7 +334,9 @@ def jobs_namespace_policies(namespace: str) -> list[Policy]:
     return baseline(namespace)
 
 
-def monitoring_policies(namespace: str, workload_scrape_ports: Iterable[int]) -> list[Policy]:
+def monitoring_policies(
+    namespace: str, workload_scrape_ports: Iterable[int], api_server_cidrs: Sequence[str]
+) -> list[Policy]:
     """`workload_scrape_ports`: the metrics ports of the jobs and the exporter, which Prometheus scrapes."""
     prometheus = peer(labels=PROMETHEUS_POD_LABELS)
     grafana = peer(labels=GRAFANA_POD_LABELS)
@@ -326,14 +348,14 @@ def monitoring_policies(namespace: str, workload_scrape_ports: Iterable[int]) ->
             namespace,
             None,
             pod_selector=label_in("app.kubernetes.io/name", API_CLIENT_APPS),
-            egress=[api_server_egress()],
+            egress=api_server_egress(api_server_cidrs),
         ),
         policy(
             "prometheus-operator-kube-api",
             namespace,
             None,
             pod_selector=label_in("app.kubernetes.io/component", API_CLIENT_COMPONENTS),
-            egress=[api_server_egress()],
+            egress=api_server_egress(api_server_cidrs),
         ),
         policy(
             "prometheus",

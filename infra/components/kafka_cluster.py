@@ -56,6 +56,8 @@ class KafkaClusterArgs:
     monitoring_namespace: str
     # The load generators' user (write-only on the pipeline's inputs); None: no load generators.
     load_generator: KafkaUserSpec | None = None
+    # The Kubernetes API server's endpoint addresses (cluster.apiServerCidrs): the operators' API egress.
+    api_server_cidrs: tuple[str, ...] = ()
 
     @property
     def all_users(self) -> tuple[KafkaUserSpec, ...]:
@@ -160,7 +162,9 @@ class KafkaCluster(pulumi.ComponentResource):
         policies = network_policies(
             self,
             name,
-            network.kafka_policies(kafka, args.users_namespace, args.monitoring_namespace),
+            network.kafka_policies(
+                kafka, args.users_namespace, args.monitoring_namespace, args.api_server_cidrs
+            ),
             [kafka_namespace],
         )
         if args.load_generator is not None:

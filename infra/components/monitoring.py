@@ -129,6 +129,8 @@ class MonitoringArgs:
     dashboards_dir: Path = DASHBOARDS_DIR
     # The stack secret `streamstack:grafanaAdminPassword`; None: the grafana sub-chart generates one.
     grafana_admin_password: pulumi.Input[str] | None = None
+    # The Kubernetes API server's endpoint addresses (cluster.apiServerCidrs): the operators' API egress.
+    api_server_cidrs: tuple[str, ...] = ()
 
 
 def grafana_admin_secret_name(config: MonitoringConfig) -> str:
@@ -223,7 +225,7 @@ class Monitoring(pulumi.ComponentResource):
         policies = network_policies(
             self,
             name,
-            network.monitoring_policies(config.namespace, args.scrape_ports),
+            network.monitoring_policies(config.namespace, args.scrape_ports, args.api_server_cidrs),
             [monitoring_namespace],
         )
         # The Prometheus Operator's CRDs of the pinned chart version (infra/components/crds.py); the release

@@ -41,6 +41,8 @@ DRIVER_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
 class SparkPlatformArgs:
     spark: SparkConfig
     monitoring_namespace: str
+    # The Kubernetes API server's endpoint addresses (cluster.apiServerCidrs): the operators' API egress.
+    api_server_cidrs: tuple[str, ...] = ()
 
 
 class SparkPlatform(pulumi.ComponentResource):
@@ -64,7 +66,9 @@ class SparkPlatform(pulumi.ComponentResource):
         operator_policies = network_policies(
             self,
             name,
-            network.spark_operator_policies(spark.operator_namespace, args.monitoring_namespace),
+            network.spark_operator_policies(
+                spark.operator_namespace, args.monitoring_namespace, args.api_server_cidrs
+            ),
             [operator_namespace],
         )
         network_policies(self, name, network.jobs_namespace_policies(spark.jobs_namespace), [jobs_namespace])

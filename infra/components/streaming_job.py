@@ -143,7 +143,7 @@ def chart_values(args: StreamingJobArgs) -> dict[str, Any]:
             "onSubmissionFailureRetryInterval": 20,
         },
         "annotations": {WAIT_FOR: RUNNING, TIMEOUT_SECONDS: str(RUNNING_TIMEOUT_S)},
-        "networkPolicy": args.peers.chart_values(),
+        "networkPolicy": args.peers.chart_values(api_server=True),
     }
 
 

@@ -439,8 +439,22 @@ def test_network_policies_allow_only_the_needed_flows(helm: Path) -> None:
     assert scrape["from"][0]["namespaceSelector"]["matchLabels"] == {
         "kubernetes.io/metadata.name": "monitoring"
     }
-    (api,) = driver_only["egress"]
+    # No API server addresses by default: no API egress at all (an empty `to` would allow everything).
+    assert driver_only["egress"] == []
+    api_server = ['networkPolicy.kubeApiServer.cidrs=["172.18.0.0/16"]']
+    result = template(helm, "streaming-job", ["--set-json", *api_server])
+    assert result.returncode == 0, result.stderr
+    named = [doc for doc in yaml.safe_load_all(result.stdout) if doc and doc["kind"] == "NetworkPolicy"]
+    (api,) = next(doc["spec"] for doc in named if doc["metadata"]["name"] == "ci-streaming-job-driver")[
+        "egress"
+    ]
+    assert api["to"] == [{"ipBlock": {"cidr": "172.18.0.0/16"}}]
     assert [port["port"] for port in api["ports"]] == [443, 6443]
+    for catch_all in ("0.0.0.0/0", "::/0"):
+        refused = template(
+            helm, "streaming-job", ["--set-json", f'networkPolicy.kubeApiServer.cidrs=["{catch_all}"]']
+        )
+        assert refused.returncode != 0 and "kubeApiServer" in refused.stderr, refused.stderr
 
     exporter = render(helm, Scenario("lag-exporter", None))
     spec = one(exporter, "NetworkPolicy")["spec"]

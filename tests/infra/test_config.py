@@ -249,6 +249,20 @@ def test_guard_kubernetes_older_than_strimzi_needs() -> None:
     fails_naming("streamstack:cluster.kubernetesVersion", cluster={"kubernetesVersion": "1.29"})
 
 
+def test_api_server_cidrs_are_cidrs_and_never_the_whole_internet() -> None:
+    for bad in ("172.18.0.2/33", "10.0.0.1/28", "any"):
+        message = fails_naming(
+            "streamstack:cluster.apiServerCidrs[1]", cluster={"apiServerCidrs": ["10.0.0.0/28", bad]}
+        )
+        assert "not a CIDR" in message
+    for catch_all in ("0.0.0.0/0", "::/0"):
+        message = fails_naming(
+            "streamstack:cluster.apiServerCidrs[0]", cluster={"apiServerCidrs": [catch_all]}
+        )
+        assert "internet" in message
+    assert load_config("dev", cluster={"apiServerCidrs": []}).cluster.api_server_cidrs == ()
+
+
 def test_job_topics_must_exist_and_flags_must_be_the_jobs_own() -> None:
     fails_naming(
         "streamstack:jobs[0].topics", jobs=[{"name": "sessionization", "topics": {"--output-topic": "nope"}}]

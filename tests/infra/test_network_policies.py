@@ -20,7 +20,10 @@ import pytest
 from streamstack.manifests import RenderedStack, render_stack
 
 PLATFORM_NAMESPACES = ("kafka", "streaming", "monitoring", "spark-operator")
-API_SERVER_IP = "172.18.0.2"  # a control-plane node's address (kind's docker network)
+# The API server's endpoint address in each stack: the kind control-plane node's on a GitHub runner (Docker's
+# `kind` network, 172.18.0.0/16 there), and one inside prod's configured control-plane range.
+API_SERVER_IPS = {"dev": "172.18.0.2", "prod": "10.0.0.5"}
+INTERNET_IP = "93.184.216.34"
 NODE_IP = "172.18.0.3"
 
 
@@ -34,8 +37,8 @@ class Endpoint:
     ip: str = "10.244.0.10"
 
 
-def api_server() -> Endpoint:
-    return Endpoint("kube-apiserver", None, ip=API_SERVER_IP)
+def api_server(stack: RenderedStack) -> Endpoint:
+    return Endpoint("kube-apiserver", None, ip=API_SERVER_IPS[stack.stack])
 
 
 def node() -> Endpoint:
@@ -283,7 +286,7 @@ def test_every_platform_namespace_denies_all_traffic_by_default(stack: RenderedS
         assert len(denies) == 1, namespace
         stranger = Endpoint("stranger", namespace, {"app": "debug-shell"})
         assert not allowed(stack, stranger, KAFKA_BROKER, 9092)
-        assert not allowed(stack, stranger, api_server(), 6443)
+        assert not allowed(stack, stranger, api_server(stack), 6443)
         assert not allowed(stack, PROMETHEUS, stranger, 8080)
         # DNS works everywhere.
         assert allowed(stack, stranger, COREDNS, 53, "UDP") and allowed(stack, stranger, COREDNS, 53, "TCP")
@@ -325,18 +328,19 @@ def test_strimzi_runs_its_cluster(stack: RenderedStack) -> None:
     assert allowed(stack, ENTITY_OPERATOR, KAFKA_BROKER, 9091)
     assert not allowed(stack, ENTITY_OPERATOR, KAFKA_BROKER, 8443)
     for operator in (STRIMZI_OPERATOR, ENTITY_OPERATOR):
-        assert allowed(stack, operator, api_server(), 6443) and allowed(stack, operator, api_server(), 443)
-    assert not allowed(stack, KAFKA_BROKER, api_server(), 6443)
+        for port in (6443, 443):
+            assert allowed(stack, operator, api_server(stack), port), (operator.name, port)
+    assert not allowed(stack, KAFKA_BROKER, api_server(stack), 6443)
 
 
 def test_only_pods_that_drive_kubernetes_reach_the_api(stack: RenderedStack) -> None:
     driver, executor = spark_pods(stack, stack.outputs["jobs"][0])
     callers = [driver, SPARK_OPERATOR, PROMETHEUS_OPERATOR, PROMETHEUS, GRAFANA, KUBE_STATE_METRICS]
     for caller in callers:
-        assert allowed(stack, caller, api_server(), 6443), caller.name
+        assert allowed(stack, caller, api_server(stack), 6443), caller.name
     for other in (executor, exporter_pod(stack), LOAD_GENERATOR):
-        assert not allowed(stack, other, api_server(), 6443), other.name
-    assert not allowed(stack, ALERTMANAGER, api_server(), 6443)
+        assert not allowed(stack, other, api_server(stack), 6443), other.name
+    assert not allowed(stack, ALERTMANAGER, api_server(stack), 6443)
     # The chart's admission-webhook certificate jobs patch the webhook configuration through the API.
     webhook_job = Endpoint(
         "admission-create",
@@ -346,9 +350,9 @@ def test_only_pods_that_drive_kubernetes_reach_the_api(stack: RenderedStack) -> 
             "app.kubernetes.io/component": "prometheus-operator-webhook",
         },
     )
-    assert allowed(stack, webhook_job, api_server(), 443)
+    assert allowed(stack, webhook_job, api_server(stack), 443)
     # The API server calls the Prometheus Operator's admission webhook.
-    assert allowed(stack, api_server(), PROMETHEUS_OPERATOR, 10250)
+    assert allowed(stack, api_server(stack), PROMETHEUS_OPERATOR, 10250)
 
 
 def test_prometheus_scrapes_every_metrics_port_and_grafana_queries_it(stack: RenderedStack) -> None:
@@ -364,7 +368,7 @@ def test_prometheus_scrapes_every_metrics_port_and_grafana_queries_it(stack: Ren
         (COREDNS, 9153),
         (node(), 10250),  # kubelet and cAdvisor
         (node(), 9100),  # node-exporter (host network)
-        (api_server(), 6443),
+        (api_server(stack), 6443),
     ]
     for job in stack.outputs["jobs"]:
         (application,) = stack.find("SparkApplication", job)
@@ -382,3 +386,23 @@ def test_prometheus_scrapes_every_metrics_port_and_grafana_queries_it(stack: Ren
     # Nobody in the jobs' namespace reaches Prometheus or Grafana.
     driver = spark_pods(stack, stack.outputs["jobs"][0])[0]
     assert not allowed(stack, driver, PROMETHEUS, 9090) and not allowed(stack, driver, GRAFANA, 3000)
+
+
+def test_api_egress_reaches_only_the_configured_addresses(stack: RenderedStack) -> None:
+    """Drivers and operators reach the API on the stack's `cluster.apiServerCidrs` and nowhere else on its
+    ports: no policy allows an address block of the whole internet."""
+    driver, _ = spark_pods(stack, stack.outputs["jobs"][0])
+    internet = Endpoint("internet", None, ip=INTERNET_IP)
+    for caller in (driver, STRIMZI_OPERATOR, ENTITY_OPERATOR, SPARK_OPERATOR, PROMETHEUS_OPERATOR):
+        assert allowed(stack, caller, api_server(stack), 6443), caller.name
+        for port in (443, 6443):
+            assert not allowed(stack, caller, internet, port), (caller.name, port)
+    egress_blocks = [
+        item["ipBlock"]["cidr"]
+        for policy in stack.find("NetworkPolicy")
+        for rule in policy["spec"].get("egress") or []
+        for item in rule.get("to") or []
+        if "ipBlock" in item and set(port["port"] for port in rule.get("ports") or []) <= {443, 6443}
+    ]
+    configured = {"dev": ["172.16.0.0/12"], "prod": ["10.0.0.0/28"]}[stack.stack]
+    assert egress_blocks and set(egress_blocks) == set(configured)
