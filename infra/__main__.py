@@ -22,6 +22,7 @@ from infra.network import LOAD_GENERATOR_POD_LABELS, Peers
 
 config = stack_config.load()
 grafana_admin_password = stack_config.grafana_admin_password()  # None: the grafana chart generates one
+alerting_secrets = stack_config.alerting_secrets(config.alerting)  # notifier -> URL or key, Pulumi secrets
 cluster, kafka_config, spark_config = config.cluster, config.kafka, config.spark
 provider = kubernetes.Provider("kubernetes", context=cluster.kubeconfig_context)
 
@@ -43,6 +44,9 @@ monitoring = Monitoring(
         tuple(sorted(scrape_ports)),
         grafana_admin_password=grafana_admin_password,
         api_server_cidrs=api_server_cidrs,
+        node_cidrs=cluster.node_cidrs,
+        alerting=config.alerting,
+        alerting_secrets=alerting_secrets,
     ),
     after(),
 )

@@ -3,9 +3,9 @@
 Every setting is a structured value under one key (`streamstack:kafka`, `streamstack:spark`, ...) read with
 `pulumi.Config("streamstack").get_object`. A misspelt key, a wrong type or a combination that cannot work
 raises `ConfigError` whose message starts with the setting to change, e.g. `streamstack:kafka.version`, so
-`pulumi preview` fails before anything is created. Importing this module creates no resources. The one
-secret, `streamstack:grafanaAdminPassword`, is not part of `load()`: `grafana_admin_password()` reads it as a
-Pulumi secret.
+`pulumi preview` fails before anything is created. Importing this module creates no resources. The
+secrets, `streamstack:grafanaAdminPassword` and the alert notifiers' URLs and keys (NOTIFIER_SECRETS), are not
+part of `load()`: `grafana_admin_password()` and `alerting_secrets()` read them as Pulumi secrets.
 
 Guard rails (see infra/README.md): a Kafka version the pinned Strimzi does not run; a Spark version that does
 not match the image tag or the spark-operator; a stateful job on a checkpoint volume only the driver can
@@ -252,8 +252,12 @@ class ClusterConfig:
     kubernetes_version: str = "1.33"
     kubeconfig_context: str | None = None
     # The Kubernetes API server's endpoint addresses (NetworkPolicies see those, not the Service IP): the
-    # only destinations of the drivers' and operators' API egress.
+    # only destinations of the drivers' and operators' API egress, and where the API server calls the
+    # Prometheus Operator's admission webhook from. Empty: no API egress at all.
     api_server_cidrs: tuple[str, ...] = ()
+    # The nodes' addresses (InternalIP): where Prometheus scrapes the kubelet (cAdvisor, volume stats) and
+    # node-exporter, which run on the host network. Empty: Prometheus reaches no node.
+    node_cidrs: tuple[str, ...] = ()
 
     @property
     def kubernetes_minor(self) -> tuple[int, int]:
@@ -628,6 +632,69 @@ class MonitoringConfig:
         return f"{self.release_name}-grafana"
 
 
+# Alertmanager's notifiers, each with the stack secret that holds its URL or key (never plain config).
+NOTIFIER_SECRETS: Mapping[str, str] = {
+    "webhook": "alertWebhookUrl",
+    "slack": "alertSlackApiUrl",
+    "pagerduty": "alertPagerdutyRoutingKey",
+}
+# Of those secrets, the ones that are URLs (checked for a scheme; the PagerDuty routing key is not one).
+URL_NOTIFIERS = ("webhook", "slack")
+ALERT_SEVERITIES = ("critical", "warning")
+_AM_DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+
+
+@dataclass(frozen=True)
+class AlertingConfig:
+    """Where Alertmanager sends our alerts (`streamstack:alerting`): the notifiers each severity reaches, the
+    Slack channel and the notification timing. The notifiers' URLs and keys are stack secrets
+    (NOTIFIER_SECRETS, read by `alerting_secrets`); `notifier_cidrs`/`notifier_ports` are where Alertmanager
+    may connect to deliver them (its NetworkPolicy egress)."""
+
+    critical: tuple[str, ...] = ()
+    warning: tuple[str, ...] = ()
+    slack_channel: str | None = None
+    group_wait: str = "30s"
+    group_interval: str = "5m"
+    repeat_interval: str = "4h"
+    notifier_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
+    notifier_ports: tuple[int, ...] = (443,)
+
+    def __post_init__(self) -> None:
+        for severity in ALERT_SEVERITIES:
+            chosen = getattr(self, severity)
+            for notifier in chosen:
+                if notifier not in NOTIFIER_SECRETS:
+                    raise ConfigError(
+                        f"{setting(f'alerting.{severity}')}: {notifier!r} is not a notifier "
+                        f"(known: {', '.join(NOTIFIER_SECRETS)})"
+                    )
+            if len(set(chosen)) != len(chosen):
+                raise ConfigError(f"{setting(f'alerting.{severity}')}: a notifier is named twice")
+        for key, value in (
+            ("groupWait", self.group_wait),
+            ("groupInterval", self.group_interval),
+            ("repeatInterval", self.repeat_interval),
+        ):
+            if not _AM_DURATION.match(value):
+                raise ConfigError(
+                    f"{setting(f'alerting.{key}')}: {value!r} is not a duration such as 30s or 4h"
+                )
+        for cidr in self.notifier_cidrs:
+            try:
+                ipaddress.ip_network(cidr)
+            except ValueError:
+                raise ConfigError(f"{setting('alerting.notifierCidrs')}: {cidr!r} is not a CIDR") from None
+        for port in self.notifier_ports:
+            if not 0 < port < 65536:
+                raise ConfigError(f"{setting('alerting.notifierPorts')}: {port} is not a TCP port")
+
+    @property
+    def notifiers(self) -> tuple[str, ...]:
+        """Every notifier some severity reaches, in NOTIFIER_SECRETS order."""
+        return tuple(name for name in NOTIFIER_SECRETS if name in (*self.critical, *self.warning))
+
+
 @dataclass(frozen=True)
 class StackConfig:
     cluster: ClusterConfig
@@ -638,6 +705,7 @@ class StackConfig:
     lag_exporter: LagExporterConfig
     monitoring: MonitoringConfig
     load_generator: LoadGeneratorConfig = field(default_factory=LoadGeneratorConfig)
+    alerting: AlertingConfig = field(default_factory=AlertingConfig)
 
     def __post_init__(self) -> None:
         minimum = STRIMZI_MIN_KUBERNETES[self.kafka.operator_chart_version]
@@ -663,27 +731,31 @@ class StackConfig:
         require_exporter_reach(self.lag_exporter, self.jobs, self.cluster.nodes)
 
 
-def _api_server_cidrs(section: Section) -> tuple[str, ...]:
-    """`apiServerCidrs`: the API server's endpoint addresses (`kubectl get endpoints kubernetes -n default`).
-    Empty by default, which allows no API egress at all (drivers then cannot create executors, operators
-    cannot work): every stack names its control plane. Never a catch-all (0.0.0.0/0 would be egress to the
-    internet on 443/6443)."""
-    name = section.name("apiServerCidrs")
-    cidrs: tuple[str, ...] = section.strings("apiServerCidrs", ())
+def _cluster_cidrs(section: Section, key: str, what: str) -> tuple[str, ...]:
+    """A list of CIDRs of the cluster's own addresses (`what`, for the message): each a network address with
+    its prefix (172.18.0.2/32), never a catch-all such as 0.0.0.0/0 or ::/0, which would open the ports to
+    every address, the internet included. Empty by default: no rule to any address."""
+    name = section.name(key)
+    cidrs: tuple[str, ...] = section.strings(key, ())
     for index, cidr in enumerate(cidrs):
         try:
+            if "/" not in cidr:  # Kubernetes' ipBlock.cidr needs the prefix length, even for one address
+                raise ValueError("no prefix length, e.g. /32 for one address")
             network = ipaddress.ip_network(cidr, strict=True)
         except ValueError as error:
             raise ConfigError(f"{name}[{index}]: {cidr!r} is not a CIDR ({error})") from None
         if network.prefixlen == 0:
             raise ConfigError(
-                f"{name}[{index}]: {cidr} allows every address (internet egress); give the API server's"
+                f"{name}[{index}]: {cidr} is every address, the internet included; list {what} "
+                "(e.g. 172.18.0.2/32)"
             )
+    if len(set(cidrs)) != len(cidrs):
+        raise ConfigError(f"{name}: a CIDR is listed twice")
     return cidrs
 
 
 def _cluster(section: Section) -> ClusterConfig:
-    section.only("nodes", "kubernetesVersion", "kubeconfigContext", "apiServerCidrs")
+    section.only("nodes", "kubernetesVersion", "kubeconfigContext", "apiServerCidrs", "nodeCidrs")
     version = section.string(
         "kubernetesVersion", ClusterConfig.kubernetes_version, re.compile(r"^1\.[0-9]+$")
     )
@@ -691,7 +763,10 @@ def _cluster(section: Section) -> ClusterConfig:
         nodes=section.integer("nodes", ClusterConfig.nodes, minimum=1),
         kubernetes_version=version,
         kubeconfig_context=section.string("kubeconfigContext", None),
-        api_server_cidrs=_api_server_cidrs(section),
+        api_server_cidrs=_cluster_cidrs(
+            section, "apiServerCidrs", "the API server's endpoint addresses (EndpointSlices of `kubernetes`)"
+        ),
+        node_cidrs=_cluster_cidrs(section, "nodeCidrs", "the nodes' InternalIP addresses"),
     )
 
 
@@ -1014,6 +1089,35 @@ def _load_generator(section: Section) -> LoadGeneratorConfig:
     return LoadGeneratorConfig(enabled=section.boolean("enabled", LoadGeneratorConfig.enabled))
 
 
+def _alerting(section: Section) -> AlertingConfig:
+    section.only(
+        *ALERT_SEVERITIES,
+        "slackChannel",
+        "groupWait",
+        "groupInterval",
+        "repeatInterval",
+        "notifierCidrs",
+        "notifierPorts",
+    )
+    default = AlertingConfig
+    ports = section._get(
+        "notifierPorts",
+        list(default.notifier_ports),
+        lambda v: isinstance(v, list) and all(isinstance(p, int) and not isinstance(p, bool) for p in v),
+        "a list of port numbers",
+    )
+    return AlertingConfig(
+        critical=section.strings("critical", ()),
+        warning=section.strings("warning", ()),
+        slack_channel=section.string("slackChannel", None),
+        group_wait=section.string("groupWait", default.group_wait),
+        group_interval=section.string("groupInterval", default.group_interval),
+        repeat_interval=section.string("repeatInterval", default.repeat_interval),
+        notifier_cidrs=section.strings("notifierCidrs", default.notifier_cidrs),
+        notifier_ports=tuple(ports),
+    )
+
+
 # The one secret setting: a plain string read only with `get_secret`, never part of `load()`'s sections.
 GRAFANA_ADMIN_PASSWORD = "grafanaAdminPassword"
 
@@ -1043,6 +1147,47 @@ def grafana_admin_password() -> pulumi.Output[str] | None:
     return password
 
 
+def alerting_secrets(alerting: AlertingConfig) -> dict[str, pulumi.Output[str]]:
+    """notifier -> its URL or key (NOTIFIER_SECRETS) as a Pulumi secret, for each one set.
+
+    Like `grafana_admin_password`: a value set without `--secret` raises ConfigError naming the key, as does
+    an empty one, a URL without http(s)://, or a secret no severity of `streamstack:alerting` uses (a misspelt
+    routing would otherwise drop it silently). A notifier a severity names whose secret is unset is left out
+    of the routing with a warning in the preview: that severity's alerts reach only its other notifiers."""
+    config = pulumi.Config(PREFIX)
+    secrets: dict[str, pulumi.Output[str]] = {}
+    for notifier, key in NOTIFIER_SECRETS.items():
+        value = config.get_secret(key)
+        used_by = [severity for severity in ALERT_SEVERITIES if notifier in getattr(alerting, severity)]
+        command = f"`pulumi config set --secret {key} <{'url' if notifier in URL_NOTIFIERS else 'key'}>`"
+        if value is None:
+            if used_by:
+                pulumi.log.warn(
+                    f"{setting(key)}: not set, so {' and '.join(used_by)} alerts do not reach {notifier} "
+                    f"({setting('alerting')}); set it with {command}"
+                )
+            continue
+        if not pulumi.runtime.is_config_secret(setting(key)):
+            raise ConfigError(
+                f"{setting(key)}: set in plain text; remove it (`pulumi config rm {key}`), revoke it where "
+                f"it was issued and set a new one with {command}"
+            )
+        # The raw value, checked before any resource exists and never printed.
+        raw = str(pulumi.runtime.get_config(setting(key))).strip()
+        if not raw:
+            raise ConfigError(f"{setting(key)}: empty; set it with {command} or remove it")
+        if notifier in URL_NOTIFIERS and not re.match(r"^https?://[^\s/]+", raw):
+            raise ConfigError(f"{setting(key)}: not an http(s):// URL; set it with {command}")
+        if not used_by:
+            raise ConfigError(
+                f"{setting(key)}: set, but neither {setting('alerting.critical')} nor "
+                f"{setting('alerting.warning')} names {notifier}: add it to the severities it is for, or "
+                f"remove the secret (`pulumi config rm {key}`)"
+            )
+        secrets[notifier] = value
+    return secrets
+
+
 SECTIONS = (
     "cluster",
     "kafka",
@@ -1053,6 +1198,7 @@ SECTIONS = (
     "lagExporter",
     "monitoring",
     "loadGenerator",
+    "alerting",
 )
 
 
@@ -1065,7 +1211,7 @@ def configured_keys() -> set[str]:
 
 def check_known_keys(keys: Iterable[str]) -> None:
     """A misspelt top-level key (`streamstack:kafak`) would otherwise be ignored and its defaults used."""
-    known = (*SECTIONS, GRAFANA_ADMIN_PASSWORD)
+    known = (*SECTIONS, GRAFANA_ADMIN_PASSWORD, *NOTIFIER_SECRETS.values())
     unknown = sorted(set(keys) - set(known))
     if unknown:
         raise ConfigError(f"{setting(unknown[0])}: unknown setting (known: {', '.join(sorted(known))})")
@@ -1095,4 +1241,5 @@ def load(read: Callable[[str], object] | None = None) -> StackConfig:
         lag_exporter=_lag_exporter(Section("lagExporter", raw["lagExporter"])),
         monitoring=_monitoring(Section("monitoring", raw["monitoring"])),
         load_generator=_load_generator(Section("loadGenerator", raw["loadGenerator"])),
+        alerting=_alerting(Section("alerting", raw["alerting"])),
     )

@@ -16,11 +16,14 @@ egress, egress to the cluster DNS for every pod, and the flows of the pods the p
   chart's admission-webhook jobs, Grafana's sidecars, kube-state-metrics); Prometheus -> the metrics ports of
   every namespace
   and of the nodes; Grafana -> Prometheus and Alertmanager; Prometheus -> the metrics ports of the monitoring
-  pods; the API server -> the operator's admission webhook (10250).
+  pods; the API server -> the operator's admission webhook (10250); Alertmanager -> its notifiers
+  (`alerting.notifierCidrs` on `alerting.notifierPorts`: Slack, PagerDuty, webhooks).
 
 Pods on the host network (node-exporter, the kubelet) are outside NetworkPolicy; Prometheus reaches them
-through an ipBlock. The Kubernetes API is reached on its endpoint addresses (NetworkPolicies see the
-endpoints, not the Service IP): only those of the stack setting `cluster.apiServerCidrs`, never any address.
+on the addresses of the stack setting `cluster.nodeCidrs`. The Kubernetes API is reached on its endpoint
+addresses (NetworkPolicies see the endpoints, not the Service IP): only those of `cluster.apiServerCidrs`,
+which are also where the API server calls the operator's webhook from. No rule names a catch-all address
+block: with an empty setting there is no rule at all (an empty `to`/`from` would allow every address).
 """
 
 from __future__ import annotations
@@ -86,8 +89,9 @@ PLATFORM_SCRAPE_PORTS = (
     OPERATOR_WEBHOOK_PORT,
     9153,  # CoreDNS
 )
-# Targets on the nodes' own addresses: the kubelet (and cAdvisor), node-exporter, the API servers.
-NODE_SCRAPE_PORTS = (10250, 9100, *API_SERVER_PORTS)
+# Targets on the nodes' own addresses (cluster.nodeCidrs): the kubelet (and cAdvisor), node-exporter. The API
+# server is scraped on its endpoint addresses (cluster.apiServerCidrs, the kube-api-clients policy).
+NODE_SCRAPE_PORTS = (10250, 9100)
 
 SPARK_OPERATOR_POD_LABELS = {
     "app.kubernetes.io/name": "spark-operator",
@@ -232,12 +236,15 @@ def dns_egress(namespace: str) -> Policy:
     return policy("allow-dns", namespace, None, egress=[dns])
 
 
+def address_rules(cidrs: Sequence[str], port_numbers: Iterable[int], key: str) -> list[dict[str, Any]]:
+    """A rule to or from the address blocks `cidrs` on the ports; none without addresses (an empty `to` or
+    `from` would allow every address)."""
+    return [rule(addresses(cidrs), port_numbers, key)] if cidrs else []
+
+
 def api_server_egress(api_server_cidrs: Sequence[str]) -> list[dict[str, Any]]:
-    """Egress to the API server's endpoint addresses; none without them (an empty `to` would allow every
-    destination)."""
-    if not api_server_cidrs:
-        return []
-    return [{"to": addresses(api_server_cidrs), "ports": ports(API_SERVER_PORTS)}]
+    """Egress to the API server's endpoint addresses; none without them."""
+    return address_rules(api_server_cidrs, API_SERVER_PORTS, "to")
 
 
 def baseline(namespace: str) -> list[Policy]:
@@ -275,8 +282,10 @@ def kafka_policies(
                 rule([peer(labels=brokers)], [*internal, KAFKA_AGENT_PORT], "to"),
             ],
         ),
+        # Not `<cluster>-entity-operator`: Strimzi generates a policy of that name (ingress to the operators'
+        # health ports) and would patch ours into its own, dropping these egress rules.
         policy(
-            f"{kafka.cluster_name}-entity-operator",
+            f"{kafka.cluster_name}-entity-operator-egress",
             namespace,
             entity_operator,
             egress=[
@@ -335,9 +344,17 @@ def jobs_namespace_policies(namespace: str) -> list[Policy]:
 
 
 def monitoring_policies(
-    namespace: str, workload_scrape_ports: Iterable[int], api_server_cidrs: Sequence[str]
+    namespace: str,
+    workload_scrape_ports: Iterable[int],
+    api_server_cidrs: Sequence[str],
+    notifier_egress: tuple[Sequence[str], Sequence[int]] = ((), ()),
+    node_cidrs: Sequence[str] = (),
 ) -> list[Policy]:
-    """`workload_scrape_ports`: the metrics ports of the jobs and the exporter, which Prometheus scrapes."""
+    """`workload_scrape_ports`: the metrics ports of the jobs and the exporter, which Prometheus scrapes;
+    `notifier_egress`: (CIDRs, ports) the Alertmanager delivers notifications to (`alerting.notifierCidrs`,
+    `alerting.notifierPorts`; none without CIDRs)."""
+    notifier_cidrs, notifier_ports = notifier_egress
+    notifiers = address_rules(notifier_cidrs, notifier_ports, "to")
     prometheus = peer(labels=PROMETHEUS_POD_LABELS)
     grafana = peer(labels=GRAFANA_POD_LABELS)
     alertmanager = peer(labels=ALERTMANAGER_POD_LABELS)
@@ -367,7 +384,7 @@ def monitoring_policies(
             ],
             egress=[
                 rule([any_namespace()], [*PLATFORM_SCRAPE_PORTS, *workload_scrape_ports], "to"),
-                rule(addresses(["0.0.0.0/0"]), NODE_SCRAPE_PORTS, "to"),
+                *address_rules(node_cidrs, NODE_SCRAPE_PORTS, "to"),
             ],
         ),
         policy(
@@ -379,7 +396,10 @@ def monitoring_policies(
                 rule([grafana], [ALERTMANAGER_PORT], "from"),
                 {"from": [alertmanager], "ports": ports([ALERTMANAGER_MESH_PORT], ("TCP", "UDP"))},
             ],
-            egress=[{"to": [alertmanager], "ports": ports([ALERTMANAGER_MESH_PORT], ("TCP", "UDP"))}],
+            egress=[
+                {"to": [alertmanager], "ports": ports([ALERTMANAGER_MESH_PORT], ("TCP", "UDP"))},
+                *notifiers,
+            ],
         ),
         policy(
             "grafana",
@@ -397,12 +417,15 @@ def monitoring_policies(
             KUBE_STATE_METRICS_POD_LABELS,
             ingress=[rule([prometheus], KUBE_STATE_METRICS_PORTS, "from")],
         ),
-        # The API server calls the admission webhook from a control-plane address; Prometheus scrapes the
+        # The API server calls the admission webhook from its endpoint addresses; Prometheus scrapes the
         # same port.
         policy(
             "prometheus-operator",
             namespace,
             PROMETHEUS_OPERATOR_POD_LABELS,
-            ingress=[rule(addresses(["0.0.0.0/0"]), [OPERATOR_WEBHOOK_PORT], "from")],
+            ingress=[
+                *address_rules(api_server_cidrs, [OPERATOR_WEBHOOK_PORT], "from"),
+                rule([prometheus], [OPERATOR_WEBHOOK_PORT], "from"),
+            ],
         ),
     ]

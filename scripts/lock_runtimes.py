@@ -1,5 +1,5 @@
-"""Regenerate streamstack/runtimes.lock.json: pinned Maven jars and the Prometheus .deb, with sha256; then
-the jobs image's connector jars (jobs/Dockerfile) from the same lock entries.
+"""Regenerate streamstack/runtimes.lock.json: pinned Maven jars and the Prometheus and Alertmanager .debs,
+with sha256; then the jobs image's connector jars (jobs/Dockerfile) from the same lock entries.
 
 Maintainers only (needs mvn, apt-get and network); `streamstack.runtimes` reads the lock at run time.
 
@@ -57,6 +57,9 @@ NOTE = (
 PROMETHEUS_PACKAGE = "prometheus"
 PROMETHEUS_VERSION = "2.42.0+ds-5+deb12u1"
 PROMETHEUS_ARCHITECTURE = "amd64"
+# Debian bookworm's Alertmanager (with amtool): runs the routing config infra/alertmanager.py renders.
+ALERTMANAGER_PACKAGE = "prometheus-alertmanager"
+ALERTMANAGER_VERSION = "0.25.0-1+b4"
 
 
 def pom_xml(coordinates: list[str], transitive: bool) -> str:
@@ -169,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
             for group, artifact, version, jar in jars
         ]
         deb = download_deb(PROMETHEUS_PACKAGE, PROMETHEUS_VERSION, PROMETHEUS_ARCHITECTURE, tmpdir / "debs")
+        alertmanager_deb = download_deb(
+            ALERTMANAGER_PACKAGE, ALERTMANAGER_VERSION, PROMETHEUS_ARCHITECTURE, tmpdir / "alertmanager-debs"
+        )
         lock = json.loads(LOCK_PATH.read_text())  # entries this script does not make are kept as they are
         lock.update(
             {
@@ -181,13 +187,19 @@ def main(argv: list[str] | None = None) -> int:
                     "architecture": PROMETHEUS_ARCHITECTURE,
                     "sha256": sha256_of(deb),
                 },
+                "alertmanager": {
+                    "name": ALERTMANAGER_PACKAGE,
+                    "version": ALERTMANAGER_VERSION,
+                    "architecture": PROMETHEUS_ARCHITECTURE,
+                    "sha256": sha256_of(alertmanager_deb),
+                },
             }
         )
     LOCK_PATH.write_text(json.dumps(lock, indent=2) + "\n")
     write_dockerfile(runtimes.load_lock(LOCK_PATH))
     print(
         f"wrote {LOCK_PATH}: {len(kafka)} kafka jars, {len(reporter)} metrics reporter jars, "
-        f"{len(spark_kafka)} spark-kafka jars, {deb.name}; and {JOBS_DOCKERFILE}"
+        f"{len(spark_kafka)} spark-kafka jars, {deb.name}, {alertmanager_deb.name}; and {JOBS_DOCKERFILE}"
     )
     return 0
 

@@ -1,5 +1,5 @@
-"""Third-party runtimes (Kafka, its metrics reporter and Spark-Kafka jars, Prometheus) and tools (helm,
-actionlint, checkov) in the cache: pinned, checked, re-used.
+"""Third-party runtimes (Kafka, its metrics reporter and Spark-Kafka jars, Prometheus, Alertmanager) and tools
+(helm, actionlint, checkov) in the cache: pinned, checked, re-used.
 
 The versions and sha256 come from runtimes.lock.json, written by scripts/lock_runtimes.py.
 
@@ -35,6 +35,7 @@ LOCK_PATH = Path(__file__).with_name("runtimes.lock.json")
 MAVEN_REPO_ENV = "STREAMSTACK_MAVEN_REPO"
 DEFAULT_MAVEN_REPO = "https://repo1.maven.org/maven2"
 PROMETHEUS_DIR_ENV = "STREAMSTACK_PROMETHEUS_DIR"
+ALERTMANAGER_DIR_ENV = "STREAMSTACK_ALERTMANAGER_DIR"
 MIN_JAVA_VERSION = 17
 SETUP_HINT = "run `make setup` (or `streamstack setup`)"
 KUBERNETES_TOOLS_HINT = "run `make setup-all` (or `streamstack setup --kubernetes-tools`)"
@@ -72,7 +73,7 @@ class MavenArtifact:
 
 @dataclass(frozen=True)
 class DebPackage:
-    """The pinned Debian package Prometheus is unpacked from."""
+    """A pinned Debian package a runtime is unpacked from (prometheus, prometheus-alertmanager)."""
 
     name: str
     version: str
@@ -95,6 +96,7 @@ class Lock:
 
     maven: tuple[MavenArtifact, ...]
     prometheus: DebPackage
+    alertmanager: DebPackage
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,21 @@ class Runtimes:
     metrics_reporter_jars: tuple[Path, ...]
     prometheus: Path
     promtool: Path
+    alertmanager: Path
+    amtool: Path
+
+
+@dataclass(frozen=True)
+class DebRuntime:
+    """What a Debian package of the lock provides: two programs under usr/bin (the first answers
+    `--version`), or the same two in the directory named by `override_env`."""
+
+    binaries: tuple[str, str]
+    override_env: str
+
+
+PROMETHEUS = DebRuntime(("prometheus", "promtool"), PROMETHEUS_DIR_ENV)
+ALERTMANAGER = DebRuntime(("prometheus-alertmanager", "amtool"), ALERTMANAGER_DIR_ENV)
 
 
 def load_lock(path: Path = LOCK_PATH) -> Lock:
@@ -123,6 +140,7 @@ def load_lock(path: Path = LOCK_PATH) -> Lock:
             for entry in data["maven"]
         ),
         prometheus=DebPackage(**data["prometheus"]),
+        alertmanager=DebPackage(**data["alertmanager"]),
     )
 
 
@@ -163,8 +181,8 @@ def jar_path(cache: Path, artifact: MavenArtifact) -> Path:
 
 
 def prometheus_home(cache: Path, package: DebPackage) -> Path:
-    """Where the .deb is unpacked; the binaries are in usr/bin below it."""
-    return cache / f"prometheus-{package.version}"
+    """Where a .deb is unpacked (<cache>/<name>-<version>); the binaries are in usr/bin below it."""
+    return cache / f"{package.name}-{package.version}"
 
 
 def find_java() -> Path:
@@ -246,24 +264,27 @@ def _has_sha256(path: Path, expected: str) -> bool:
     return True
 
 
-def _prometheus_override() -> tuple[Path, Path] | None:
-    """(prometheus, promtool) from STREAMSTACK_PROMETHEUS_DIR, if set."""
-    directory = os.environ.get(PROMETHEUS_DIR_ENV)
+def _prometheus_override(runtime: DebRuntime = PROMETHEUS) -> tuple[Path, Path] | None:
+    """The runtime's two binaries from its override directory (e.g. STREAMSTACK_PROMETHEUS_DIR), if set."""
+    directory = os.environ.get(runtime.override_env)
     if not directory:
         return None
-    binaries = (Path(directory) / "prometheus", Path(directory) / "promtool")
-    for binary in binaries:
+    first, second = (Path(directory) / name for name in runtime.binaries)
+    for binary in (first, second):
         if not os.access(binary, os.X_OK):
             raise StreamstackError(
-                f"{PROMETHEUS_DIR_ENV}={directory} has no executable `{binary.name}`; "
-                "point it at a directory holding the prometheus and promtool binaries, or unset it"
+                f"{runtime.override_env}={directory} has no executable `{binary.name}`; point it at a "
+                f"directory holding the {' and '.join(runtime.binaries)} binaries, or unset it"
             )
-    return binaries
+    return first, second
 
 
-def _unpacked_prometheus(cache: Path, package: DebPackage) -> tuple[Path, Path] | None:
+def _unpacked_prometheus(
+    cache: Path, package: DebPackage, runtime: DebRuntime = PROMETHEUS
+) -> tuple[Path, Path] | None:
     home = prometheus_home(cache, package)
-    binaries = (home / "usr" / "bin" / "prometheus", home / "usr" / "bin" / "promtool")
+    first, second = (home / "usr" / "bin" / name for name in runtime.binaries)
+    binaries = (first, second)
     try:
         ready = (home / PROMETHEUS_READY_MARKER).read_text() == package.sha256
     except OSError:
@@ -271,7 +292,9 @@ def _unpacked_prometheus(cache: Path, package: DebPackage) -> tuple[Path, Path] 
     return binaries if ready and all(os.access(binary, os.X_OK) for binary in binaries) else None
 
 
-def _runtimes(java: Path, cache: Path, lock: Lock, prometheus: tuple[Path, Path]) -> Runtimes:
+def _runtimes(
+    java: Path, cache: Path, lock: Lock, prometheus: tuple[Path, Path], alertmanager: tuple[Path, Path]
+) -> Runtimes:
     def jars(jar_set: str) -> tuple[Path, ...]:
         return tuple(jar_path(cache, artifact) for artifact in lock.maven if artifact.jar_set == jar_set)
 
@@ -282,6 +305,8 @@ def _runtimes(java: Path, cache: Path, lock: Lock, prometheus: tuple[Path, Path]
         metrics_reporter_jars=jars("kafka-metrics-reporter"),
         prometheus=prometheus[0],
         promtool=prometheus[1],
+        alertmanager=alertmanager[0],
+        amtool=alertmanager[1],
     )
 
 
@@ -292,8 +317,11 @@ def locate(cache: Path | None = None, lock: Lock | None = None) -> Runtimes:
     java = find_java()
     missing_jars = [a for a in lock.maven if not _has_sha256(jar_path(cache, a), a.sha256)]
     prometheus = _prometheus_override() or _unpacked_prometheus(cache, lock.prometheus)
-    if not missing_jars and prometheus is not None:
-        return _runtimes(java, cache, lock, prometheus)
+    alertmanager = _prometheus_override(ALERTMANAGER) or _unpacked_prometheus(
+        cache, lock.alertmanager, ALERTMANAGER
+    )
+    if not missing_jars and prometheus is not None and alertmanager is not None:
+        return _runtimes(java, cache, lock, prometheus, alertmanager)
     missing = []
     if missing_jars:
         examples = ", ".join(a.coordinates for a in missing_jars[:3])
@@ -301,6 +329,8 @@ def locate(cache: Path | None = None, lock: Lock | None = None) -> Runtimes:
         missing.append(f"{len(missing_jars)} of {len(lock.maven)} jars ({examples}{more})")
     if prometheus is None:
         missing.append(f"prometheus {lock.prometheus.version}")
+    if alertmanager is None:
+        missing.append(f"{lock.alertmanager.name} {lock.alertmanager.version}")
     raise StreamstackError(f"runtimes missing from {cache}: {' and '.join(missing)}; {SETUP_HINT}")
 
 
@@ -316,7 +346,11 @@ def ensure(
     if prometheus is None:
         prometheus = _ensure_unpacked_prometheus(cache, lock.prometheus, log)
     _check_prometheus_runs(prometheus[0], expected_version=None)
-    return _runtimes(java, cache, lock, prometheus)
+    alertmanager = _prometheus_override(ALERTMANAGER)
+    if alertmanager is None:
+        alertmanager = _ensure_unpacked_prometheus(cache, lock.alertmanager, log, ALERTMANAGER)
+    _check_prometheus_runs(alertmanager[0], expected_version=None)
+    return _runtimes(java, cache, lock, prometheus, alertmanager)
 
 
 def _ensure_jars(cache: Path, artifacts: Sequence[MavenArtifact], log: Callable[[str], None]) -> None:
@@ -386,55 +420,62 @@ def _describe(error: Exception) -> str:
 
 
 def _ensure_unpacked_prometheus(
-    cache: Path, package: DebPackage, log: Callable[[str], None]
+    cache: Path, package: DebPackage, log: Callable[[str], None], runtime: DebRuntime = PROMETHEUS
 ) -> tuple[Path, Path]:
-    unpacked = _unpacked_prometheus(cache, package)
+    unpacked = _unpacked_prometheus(cache, package, runtime)
     if unpacked is not None:
         return unpacked
     deb = cache / "debs" / package.file_name
     if not _has_sha256(deb, package.sha256):
-        _download_deb(package, deb, log)
+        _download_deb(package, deb, log, runtime)
     home = prometheus_home(cache, package)
     log(f"unpacking {deb.name} into {home}")
     if shutil.which("dpkg-deb") is None:
-        raise StreamstackError(f"dpkg-deb not found to unpack {deb}; {_prometheus_dir_hint(package)}")
+        raise StreamstackError(
+            f"dpkg-deb not found to unpack {deb}; {_prometheus_dir_hint(package, runtime)}"
+        )
     staging = Path(tempfile.mkdtemp(dir=cache, prefix=f".{home.name}."))
     try:
         _run(["dpkg-deb", "-x", str(deb), str(staging)], f"unpacking {deb}")
-        _check_prometheus_runs(staging / "usr" / "bin" / "prometheus", package.upstream_version)
+        _check_prometheus_runs(staging / "usr" / "bin" / runtime.binaries[0], package.upstream_version)
         (staging / PROMETHEUS_READY_MARKER).write_text(package.sha256)
         shutil.rmtree(home, ignore_errors=True)  # a stale or half-written earlier unpack
         try:
             staging.rename(home)
         except OSError:
-            if _unpacked_prometheus(cache, package) is None:
+            if _unpacked_prometheus(cache, package, runtime) is None:
                 raise
             # else a concurrent `ensure` unpacked it first
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    unpacked = _unpacked_prometheus(cache, package)
+    unpacked = _unpacked_prometheus(cache, package, runtime)
     if unpacked is None:
-        raise StreamstackError(f"{home} has no usr/bin/prometheus and usr/bin/promtool after unpacking {deb}")
+        first, second = runtime.binaries
+        raise StreamstackError(f"{home} has no usr/bin/{first} and usr/bin/{second} after unpacking {deb}")
     return unpacked
 
 
-def _prometheus_dir_hint(package: DebPackage) -> str:
+def _prometheus_dir_hint(package: DebPackage, runtime: DebRuntime = PROMETHEUS) -> str:
     return (
-        f"set {PROMETHEUS_DIR_ENV} to a directory holding prometheus and promtool "
+        f"set {runtime.override_env} to a directory holding {' and '.join(runtime.binaries)} "
         f"{package.upstream_version} binaries"
     )
 
 
-def _download_deb(package: DebPackage, target: Path, log: Callable[[str], None]) -> None:
+def _download_deb(
+    package: DebPackage, target: Path, log: Callable[[str], None], runtime: DebRuntime = PROMETHEUS
+) -> None:
     """`apt-get download` the pinned .deb (no system-wide install: that would start services)."""
     pinned = f"{package.name}:{package.architecture}={package.version}"
     if shutil.which("apt-get") is None:
-        raise StreamstackError(f"apt-get not found to download {pinned}; {_prometheus_dir_hint(package)}")
+        raise StreamstackError(
+            f"apt-get not found to download {pinned}; {_prometheus_dir_hint(package, runtime)}"
+        )
     native = _run(["dpkg", "--print-architecture"], "asking dpkg for the architecture").strip()
     if native != package.architecture:
         raise StreamstackError(
-            f"prometheus is locked for {package.architecture}, this machine is {native}; "
-            f"{_prometheus_dir_hint(package)}"
+            f"{package.name} is locked for {package.architecture}, this machine is {native}; "
+            f"{_prometheus_dir_hint(package, runtime)}"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(dir=target.parent, prefix=".apt-"))
@@ -448,14 +489,14 @@ def _download_deb(package: DebPackage, target: Path, log: Callable[[str], None])
                 raise StreamstackError(
                     f"`apt-get download {pinned}` failed ({_last_line(result.stderr)}); the package lists "
                     "may be missing or outdated: run `sudo apt-get update` (streamstack is not root), "
-                    f"or {_prometheus_dir_hint(package)}"
+                    f"or {_prometheus_dir_hint(package, runtime)}"
                 )
             log(f"apt-get download failed ({_last_line(result.stderr)}); running apt-get update")
             try:
                 _run(["apt-get", *APT_OPTIONS, "update"], f"apt-get update (to download {pinned})")
                 _run(download, f"`apt-get download {pinned}` after apt-get update", cwd=workdir)
             except StreamstackError as error:
-                raise StreamstackError(f"{error}; {_prometheus_dir_hint(package)}") from error
+                raise StreamstackError(f"{error}; {_prometheus_dir_hint(package, runtime)}") from error
         downloaded = sorted(workdir.glob("*.deb"))
         if len(downloaded) != 1:
             raise StreamstackError(
@@ -674,7 +715,9 @@ def ensure_checkov(cache: Path | None = None, log: Callable[[str], None] = print
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m streamstack.runtimes",
-        description="Fetch the pinned Kafka, Spark-Kafka, Prometheus, helm, actionlint and checkov.",
+        description=(
+            "Fetch the pinned Kafka, Spark-Kafka, Prometheus, Alertmanager, helm, actionlint and checkov."
+        ),
     )
     parser.add_argument("--check", action="store_true", help="only check the cache; download nothing")
     parser.add_argument(
@@ -699,6 +742,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"spark-kafka  {len(runtimes.spark_kafka_jars)} jars")
     print(f"prometheus   {runtimes.prometheus}")
     print(f"promtool     {runtimes.promtool}")
+    print(f"alertmanager {runtimes.alertmanager}")
+    print(f"amtool       {runtimes.amtool}")
     for name, path in go_tools.items():
         print(f"{name:<12} {path}")
     if checkov is not None:

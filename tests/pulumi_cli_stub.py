@@ -14,6 +14,12 @@ CLI keeps, where it keeps it, and refuses what the real one refuses, with its me
   an empty value counts as unset here) and writes `encryptionsalt:` into `Pulumi.<stack>.yaml` as the real CLI
   does. An `encryptionsalt` made with another passphrase (or a real one, which this stub cannot check) fails
   as the real CLI does with the wrong passphrase.
+- `config set [--path] KEY VALUE` needs the stack (no passphrase for a plain value) and writes
+  `Pulumi.<stack>.yaml` as the real CLI does: KEY is `namespace:key` (the project's name when no namespace);
+  with `--path` the rest of KEY is a path of `.name` and `[index]` steps (an index may replace an item or
+  append one, no more; a missing level becomes a map or a list), and "true"/"false" and integers are stored
+  as booleans and numbers; without `--path` KEY is one key, dots and brackets included, and the value a
+  string. Secrets (`--secret`) are not emulated.
 - `up`, `preview`, `destroy` and `stack output` need the stack (`--stack NAME`, else the selected one) and
   its passphrase; `up` and `destroy` need `--yes` or `--skip-preview` in a non-interactive session. `up` gives
   the stack the outputs in the JSON file `$PULUMI_STUB_OUTPUTS` (what `streamstack render` computes), and
@@ -28,9 +34,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 VERSION = "v3.272.0"
 FAILED = 255  # the real CLI's exit status on an error
@@ -255,6 +264,89 @@ def stack_output(arguments: list[str]) -> str:
     return json.dumps(value) if "--json" in given or not isinstance(value, str) else value
 
 
+PATH_STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[([0-9]+)\]")
+
+
+def config_path(key: str) -> tuple[str, list[str | int]]:
+    """`namespace:top.name[0]` -> (`namespace:top`, ["name", 0]), as `--path` reads a key."""
+    top = re.match(r"[^.\[]+", key)
+    if top is None:
+        raise CliError(f"invalid configuration key: {key!r}")
+    steps: list[str | int] = []
+    position = top.end()
+    while position < len(key):
+        step = PATH_STEP.match(key, position)
+        if step is None:
+            raise CliError(f"invalid --path {key!r} at {key[position:]!r}")
+        steps.append(step.group(1) if step.group(1) is not None else int(step.group(2)))
+        position = step.end()
+    return top.group(0), steps
+
+
+def path_value(text: str) -> Any:
+    if text in ("true", "false"):
+        return text == "true"
+    return int(text) if re.fullmatch(r"-?[0-9]+", text) else text
+
+
+def assign(container: Any, step: str | int, value: Any, key: str) -> None:
+    if isinstance(step, int):
+        if not isinstance(container, list):
+            raise CliError(f"{key}: an index into a value that is not a list")
+        if step < len(container):
+            container[step] = value
+        elif step == len(container):
+            container.append(value)
+        else:
+            raise CliError(f"{key}: index {step} is out of range (the list has {len(container)} items)")
+    else:
+        if not isinstance(container, dict):
+            raise CliError(f"{key}: a key into a value that is not a map")
+        container[step] = value
+
+
+def config_set(arguments: list[str]) -> str:
+    stack, given, rest = split_options(arguments, {"--path", "--plaintext"})
+    if len(rest) != 2:
+        raise CliError(f"the stub takes `pulumi config set [--path] KEY VALUE`, got {arguments}")
+    key, text = rest
+    if stack is None:
+        stack = read_json(workspace_file()).get("stack")
+        if stack is None:
+            raise CliError("no stack selected; please use `pulumi stack select` to choose one")
+    if not stack_file(stack).exists():
+        raise CliError(f"no stack named '{stack}' found")
+    project_name, root = project()
+    if "--path" in given:
+        top, steps = config_path(key)
+        value: Any = path_value(text) if steps else text
+    else:
+        top, steps, value = key, [], text
+    if ":" not in top:
+        top = f"{project_name}:{top}"
+    config_file = root / f"Pulumi.{stack}.yaml"
+    document = (yaml.safe_load(config_file.read_text()) if config_file.is_file() else None) or {}
+    settings = document.setdefault("config", {}) or {}
+    document["config"] = settings
+    if not steps:
+        settings[top] = value
+    else:
+        parent: Any = settings
+        here: str | int = top
+        for step in steps:
+            if isinstance(parent, dict):
+                child = parent.get(here)
+            else:
+                child = parent[here] if isinstance(here, int) and here < len(parent) else None
+            if child is None:
+                child = [] if isinstance(step, int) else {}
+                assign(parent, here, child, key)
+            parent, here = child, step
+        assign(parent, here, value, key)
+    config_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    return ""
+
+
 def run(arguments: list[str]) -> str:
     match arguments:
         case ["version"]:
@@ -267,6 +359,8 @@ def run(arguments: list[str]) -> str:
             return stack_init(rest)
         case ["stack", "output", *rest]:
             return stack_output(rest)
+        case ["config", "set", *rest]:
+            return config_set(rest)
         case [("up" | "preview" | "destroy") as command, *rest]:
             return update(command, rest)
     raise NotImplementedError(" ".join(arguments))

@@ -66,6 +66,14 @@ def test_ensure_fills_the_default_cache_with_verified_runtimes_that_run(
     assert promtool.returncode == 0, promtool.stderr
     assert "version 2.42.0" in promtool.stdout + promtool.stderr
 
+    for binary in (fetched.alertmanager, fetched.amtool):
+        version = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert version.returncode == 0, version.stderr
+        assert f"version {LOCK.alertmanager.upstream_version}" in version.stdout + version.stderr, binary
+    assert LOCK.alertmanager.upstream_version.startswith("0.25.")
+
 
 def test_a_corrupted_jar_is_detected_and_downloaded_again(
     fetched: runtime_cache.Runtimes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -75,6 +83,7 @@ def test_a_corrupted_jar_is_detected_and_downloaded_again(
     )
     lock = dataclasses.replace(LOCK, maven=(smallest,))
     monkeypatch.setenv(runtime_cache.PROMETHEUS_DIR_ENV, str(fetched.prometheus.parent))
+    monkeypatch.setenv(runtime_cache.ALERTMANAGER_DIR_ENV, str(fetched.alertmanager.parent))
     jar = runtime_cache.jar_path(tmp_path, smallest)
     jar.parent.mkdir(parents=True)
     shutil.copy2(runtime_cache.jar_path(cache_dir(), smallest), jar)
@@ -125,6 +134,7 @@ def test_check_reports_an_empty_cache_on_one_line(
     assert err.count("\n") == 1
     assert f"{len(LOCK.maven)} of {len(LOCK.maven)} jars" in err
     assert "prometheus 2.42.0" in err
+    assert "prometheus-alertmanager 0.25.0" in err
     assert "run `make setup` (or `streamstack setup`)" in err
 
 

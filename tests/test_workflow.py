@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -147,15 +148,28 @@ def test_teardown_always_runs_last(workflow: dict[str, Any]) -> None:
     assert checkout["with"]["persist-credentials"] is False
 
 
+# What the kind steps ask kubectl for the stack's address settings (as the stub sees its arguments), and the
+# addresses the stub answers: different ones, so that each lands in its own setting.
+KIND_ADDRESS_QUERIES = {
+    "apiServerCidrs": "get endpointslices -n default -l kubernetes.io/service-name=kubernetes -o "
+    "jsonpath={.items[0].endpoints[0].addresses[0]}",
+    "nodeCidrs": 'get nodes -o jsonpath={.items[0].status.addresses[?(@.type=="InternalIP")].address}',
+}
+KIND_API_SERVER_IP = "172.18.0.7"
+KIND_NODE_IP = "172.18.0.9"
 # Stand-ins for the tools the workflow's and README's steps call. `pulumi` is tests/pulumi_cli_stub.py, which
 # keeps the real CLI's state and refuses what the real CLI refuses (a login to a folder that does not exist, a
 # stack never created, no passphrase); the others succeed and record what they were asked.
 PULUMI_STUB = REPO_ROOT / "tests" / "pulumi_cli_stub.py"
-STUB_KUBECTL = """#!/usr/bin/env bash
-# Records what the workflow applies; `wait` succeeds.
+STUB_KUBECTL = f"""#!/usr/bin/env bash
+# Records what the workflow applies; `wait` succeeds; answers the two address queries as a one-node kind
+# cluster would (the API server's endpoint, the node's InternalIP), to nothing else.
 printf 'kubectl %s\\n' "$*" >> "$COMMANDS"
 case "$*" in
-  *"apply"*"-f -"*) { cat; printf '\\n---\\n'; } >> "$APPLIED" ;;
+  *"apply"*"-f -"*) {{ cat; printf '\\n---\\n'; }} >> "$APPLIED" ;;
+  {shlex.quote(KIND_ADDRESS_QUERIES["apiServerCidrs"])}) printf '{KIND_API_SERVER_IP}' ;;
+  {shlex.quote(KIND_ADDRESS_QUERIES["nodeCidrs"])}) printf '{KIND_NODE_IP}' ;;
+  *"get endpoints"* | *"get nodes"*) echo "kubectl stub: unexpected query: $*" >&2; exit 1 ;;
 esac
 """
 STUB_RECORDER = """#!/usr/bin/env bash
@@ -331,6 +345,8 @@ def pulumi_sequence(calls: list[dict[str, Any]]) -> list[tuple[str, ...]]:
                 sequence.append(("login", url.split("://", 1)[0]))
             case ["stack", "select", name, "--create"] | ["stack", "init", name]:
                 sequence.append(("create or select stack", name))
+            case ["config", "set", *arguments]:
+                sequence.append(("config set", *sorted(arguments)))
             case ["up", *options]:
                 stack = options[options.index("--stack") + 1] if "--stack" in options else "(selected)"
                 sequence.append(("up", stack))
@@ -361,7 +377,37 @@ def test_the_workflows_pulumi_steps_run_on_a_fresh_runner(
     calls = workspace.pulumi_calls()
     assert [call for call in calls if call["status"] != 0] == []
     assert [call["argv"][0] for call in calls][-1] == "destroy"
-    assert pulumi_sequence(calls) == [("login", "file"), ("create or select stack", "dev"), ("up", "dev")]
+    address_settings = [
+        ("config set", "--path", "--stack", f"{address}/32", "dev", f"streamstack:cluster.{setting}[0]")
+        for setting, address in (("apiServerCidrs", KIND_API_SERVER_IP), ("nodeCidrs", KIND_NODE_IP))
+    ]
+    assert pulumi_sequence(calls) == [
+        ("login", "file"),
+        ("create or select stack", "dev"),
+        *address_settings,
+        ("up", "dev"),
+    ]
+
+
+def test_the_workflow_admits_its_clusters_api_server_and_node_by_address(
+    workflow_run: tuple[Workspace, list[StepResult]],
+) -> None:
+    """The steps set `cluster.apiServerCidrs` and `cluster.nodeCidrs` from what kubectl reports for the kind
+    cluster, in the stack file `pulumi up` reads: the program accepts them, and the rendered NetworkPolicies
+    reach the API server and the node at exactly those addresses, at no other address block."""
+    workspace, _ = workflow_run
+    rendered = render_stack("dev", project_dir=workspace.project, program_dir=REPO_ROOT / "infra")
+    blocks: dict[tuple[int, ...], set[str]] = {}
+    for policy in rendered.find("NetworkPolicy"):
+        for direction, peers_key in (("egress", "to"), ("ingress", "from")):
+            for rule in policy["spec"].get(direction) or []:
+                ports = tuple(sorted({port["port"] for port in rule.get("ports") or []}))
+                for peer in rule.get(peers_key) or []:
+                    if "ipBlock" in peer:
+                        blocks.setdefault(ports, set()).add(peer["ipBlock"]["cidr"])
+    assert blocks[(443, 6443)] == {f"{KIND_API_SERVER_IP}/32"}  # API egress
+    assert blocks[(10250,)] == {f"{KIND_API_SERVER_IP}/32"}  # the API server calls the operator's webhook
+    assert blocks[(9100, 10250)] == {f"{KIND_NODE_IP}/32"}  # Prometheus scrapes the kubelet, node-exporter
 
 
 def test_readme_kind_steps_run_the_same_pulumi_sequence_as_the_workflow(
@@ -396,6 +442,15 @@ PREPARED = 'mkdir -p state && pulumi login "file://$PWD/state"'
         ("pulumi up --stack dev --yes", "PULUMI_ACCESS_TOKEN must be set"),
         (f"{PREPARED} && pulumi stack select dev", "no stack named 'dev' found"),
         (f"{PREPARED} && pulumi up --stack dev --yes", "no stack named 'dev' found"),
+        (  # the address settings before the stack exists
+            f"{PREPARED} && pulumi config set --stack dev --path 'cluster.apiServerCidrs[0]' 172.18.0.2/32",
+            "no stack named 'dev' found",
+        ),
+        (  # an index past the end of the list
+            f"{PREPARED} && export PULUMI_CONFIG_PASSPHRASE=one && pulumi stack select dev --create"
+            " && pulumi config set --stack dev --path 'cluster.apiServerCidrs[2]' 172.18.0.2/32",
+            "out of range",
+        ),
         (f"{PREPARED} && pulumi stack select dev --create", "passphrase must be set"),
         (
             f"{PREPARED} && PULUMI_CONFIG_PASSPHRASE=one pulumi stack select dev --create"

@@ -7,6 +7,13 @@ Dashboards are the generated JSON files in `monitoring/dashboards/generated/`, e
 `grafana_dashboard: "1"` that Grafana's sidecar imports from any namespace. Both directories are found from
 this file's location, never from the working directory.
 
+Alerts: the Alertmanager reads its configuration from a Secret of ours (infra/alertmanager.py renders it from
+`streamstack:alerting` and the notifiers' secrets) named as the operator expects it
+(`alertmanager-<release>-alertmanager`), with `alertmanager.alertmanagerSpec.useExistingSecret`, not from the
+chart's `alertmanager.config` value: Helm keeps a release's values in
+its release record (readable with `helm get values`) and Pulumi the Release's inputs in its state, so the
+Slack/webhook URLs and the PagerDuty key stay only in a Secret whose data Pulumi encrypts.
+
 The monitoring namespace denies all traffic but the flows monitoring needs (infra/network.py): Prometheus
 scrapes the metrics ports of every namespace (the jobs' and the exporter's ports come in `scrape_ports`) and
 of the nodes, Grafana queries Prometheus and Alertmanager, the operator's webhook takes the API server's
@@ -16,7 +23,8 @@ calls, every pod reaches the Kubernetes API. The policies exist before the relea
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +32,17 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 import yaml
 
-from infra import network
+from infra import alertmanager, network
 from infra.components.common import child, metadata, namespace, network_policies, pod_security
 from infra.components.crds import custom_resource_definitions, load_crds
-from infra.config import DASHBOARDS_DIR, RULES_DIR, ConfigError, MonitoringConfig, setting
+from infra.config import (
+    DASHBOARDS_DIR,
+    RULES_DIR,
+    AlertingConfig,
+    ConfigError,
+    MonitoringConfig,
+    setting,
+)
 
 KUBE_PROMETHEUS_STACK_REPOSITORY = "https://prometheus-community.github.io/helm-charts"
 DASHBOARD_LABEL = "grafana_dashboard"
@@ -131,6 +146,11 @@ class MonitoringArgs:
     grafana_admin_password: pulumi.Input[str] | None = None
     # The Kubernetes API server's endpoint addresses (cluster.apiServerCidrs): the operators' API egress.
     api_server_cidrs: tuple[str, ...] = ()
+    # The nodes' addresses (cluster.nodeCidrs): where Prometheus scrapes the kubelet and node-exporter.
+    node_cidrs: tuple[str, ...] = ()
+    # `streamstack:alerting` and its notifiers' URLs and keys as Pulumi secrets (config.alerting_secrets).
+    alerting: AlertingConfig = field(default_factory=AlertingConfig)
+    alerting_secrets: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
 
 
 def grafana_admin_secret_name(config: MonitoringConfig) -> str:
@@ -138,9 +158,23 @@ def grafana_admin_secret_name(config: MonitoringConfig) -> str:
     return f"{config.release_name}-grafana-admin"
 
 
-def chart_values(config: MonitoringConfig, grafana_admin_secret: str | None = None) -> dict[str, Any]:
+def alertmanager_secret_name(config: MonitoringConfig) -> str:
+    """The Secret with the Alertmanager's configuration (infra/alertmanager.py), key `alertmanager.yaml`: the
+    one the Prometheus Operator reads for the chart's Alertmanager `<fullname>-alertmanager` by default,
+    `alertmanager-<name>` (the chart truncates its fullname, our release name, to 26 characters)."""
+    return f"alertmanager-{config.release_name[:26].rstrip('-')}-alertmanager"
+
+
+def chart_values(
+    config: MonitoringConfig,
+    grafana_admin_secret: str | None = None,
+    alertmanager_secret: str | None = None,
+) -> dict[str, Any]:
     """kube-prometheus-stack's values; `grafana_admin_secret` names a Secret with Grafana's admin user and
-    password (GRAFANA_ADMIN_USER_KEY, GRAFANA_ADMIN_PASSWORD_KEY) to use instead of a generated one."""
+    password (GRAFANA_ADMIN_USER_KEY, GRAFANA_ADMIN_PASSWORD_KEY) to use instead of a generated one;
+    with `alertmanager_secret` (alertmanager_secret_name) the chart renders no Alertmanager config Secret of
+    its own from `alertmanager.config` (whose values would carry the notifiers' secrets into Helm's release
+    record), and the operator reads ours."""
     prometheus_spec: dict[str, Any] = {
         # Select every ServiceMonitor, PodMonitor, rule, probe and scrape config, not only those carrying
         # this release's `release:` label.
@@ -178,7 +212,7 @@ def chart_values(config: MonitoringConfig, grafana_admin_secret: str | None = No
             "userKey": GRAFANA_ADMIN_USER_KEY,
             "passwordKey": GRAFANA_ADMIN_PASSWORD_KEY,
         }
-    return {
+    values: dict[str, Any] = {
         # Names start with the release name: <release>-grafana, <release>-prometheus.
         "fullnameOverride": config.release_name,
         "prometheus": {"prometheusSpec": prometheus_spec},
@@ -192,6 +226,11 @@ def chart_values(config: MonitoringConfig, grafana_admin_secret: str | None = No
         # kind nodes are containers: mounting the host's root filesystem fails there.
         "prometheus-node-exporter": {"hostRootFsMount": {"enabled": False}},
     }
+    if alertmanager_secret is not None:
+        # Our Secret has the operator's default name: `configSecret` (commented out in the chart's values)
+        # stays unset, and the Alertmanager spec refers to nothing the chart does not list.
+        values["alertmanager"] = {"alertmanagerSpec": {"useExistingSecret": True}}
+    return values
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -203,6 +242,9 @@ class Monitoring(pulumi.ComponentResource):
     grafana_admin: kubernetes.core.v1.Secret | None
     # The Secret with Grafana's admin password (key GRAFANA_ADMIN_PASSWORD_KEY): ours, or the chart's.
     grafana_admin_secret: str
+    # The Secret with the Alertmanager's configuration (key alertmanager.yaml).
+    alertmanager_secret: str
+    alertmanager_config: kubernetes.core.v1.Secret
     rules: dict[str, kubernetes.apiextensions.CustomResource]
     dashboards: dict[str, kubernetes.core.v1.ConfigMap]
     grafana_service: str
@@ -225,7 +267,13 @@ class Monitoring(pulumi.ComponentResource):
         policies = network_policies(
             self,
             name,
-            network.monitoring_policies(config.namespace, args.scrape_ports, args.api_server_cidrs),
+            network.monitoring_policies(
+                config.namespace,
+                args.scrape_ports,
+                args.api_server_cidrs,
+                notifier_egress=(args.alerting.notifier_cidrs, args.alerting.notifier_ports),
+                node_cidrs=args.node_cidrs,
+            ),
             [monitoring_namespace],
         )
         # The Prometheus Operator's CRDs of the pinned chart version (infra/components/crds.py); the release
@@ -252,6 +300,21 @@ class Monitoring(pulumi.ComponentResource):
                 opts=child(self, [monitoring_namespace]),
             )
             release_dependencies.append(self.grafana_admin)
+        # The Alertmanager's routing (infra/alertmanager.py), built inside apply from the notifiers' secrets:
+        # the YAML is itself a Pulumi secret whenever one of them is set, and the Secret's data always is.
+        secrets = dict(args.alerting_secrets)
+        routing = pulumi.Output.all(**secrets).apply(
+            lambda values: alertmanager.alertmanager_yaml(args.alerting, values)
+        )
+        self.alertmanager_secret = alertmanager_secret_name(config)
+        self.alertmanager_config = kubernetes.core.v1.Secret(
+            f"{name}-alertmanager-config",
+            metadata=metadata(self.alertmanager_secret, config.namespace),
+            type="Opaque",
+            string_data={alertmanager.CONFIG_KEY: routing},
+            opts=child(self, [monitoring_namespace]),
+        )
+        release_dependencies.append(self.alertmanager_config)
         self.release = kubernetes.helm.v3.Release(
             f"{name}-kube-prometheus-stack",
             kubernetes.helm.v3.ReleaseArgs(
@@ -260,7 +323,7 @@ class Monitoring(pulumi.ComponentResource):
                 version=config.chart_version,
                 repository_opts=kubernetes.helm.v3.RepositoryOptsArgs(repo=KUBE_PROMETHEUS_STACK_REPOSITORY),
                 namespace=monitoring_namespace.metadata.name,
-                values=chart_values(config, own_admin_secret),
+                values=chart_values(config, own_admin_secret, self.alertmanager_secret),
                 cleanup_on_fail=True,
                 timeout=RELEASE_TIMEOUT_S,
                 skip_crds=True,
@@ -298,6 +361,7 @@ class Monitoring(pulumi.ComponentResource):
                 "grafana_service": self.grafana_service,
                 "prometheus_service": self.prometheus_service,
                 "grafana_admin_secret": self.grafana_admin_secret,
+                "alertmanager_secret": self.alertmanager_secret,
                 "rules": sorted(self.rules),
                 "dashboards": sorted(self.dashboards),
             }

@@ -32,9 +32,11 @@ def scrape_config(
     targets_by_scrape_job: Mapping[str, Sequence[str]],
     scrape_interval: str,
     rule_files: Sequence[Path] = (),
+    alertmanagers: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Prometheus config: one scrape job per entry, static targets, plus Prometheus itself."""
-    return {
+    """Prometheus config: one scrape job per entry, static targets, plus Prometheus itself; firing alerts go
+    to the `alertmanagers` (host:port), if any."""
+    config: dict[str, Any] = {
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
         "rule_files": [str(path) for path in rule_files],
         "scrape_configs": [
@@ -42,6 +44,11 @@ def scrape_config(
             for name, targets in sorted(targets_by_scrape_job.items())
         ],
     }
+    if alertmanagers:
+        config["alerting"] = {
+            "alertmanagers": [{"api_version": "v2", "static_configs": [{"targets": list(alertmanagers)}]}]
+        }
+    return config
 
 
 class LocalPrometheus:
@@ -54,13 +61,14 @@ class LocalPrometheus:
         scrape_interval: str = "2s",
         *,
         rule_files: Sequence[Path] = (RULE_FILES,),
+        alertmanagers: Sequence[str] = (),
     ) -> None:
         self.runtimes = runtimes
         self.workdir = workdir
         self.port = claim_port(port, "Prometheus", "--prometheus-port")
         self.config_path = workdir / "prometheus.yml"
         self.log_path = workdir / "prometheus.log"
-        self._config = scrape_config(targets_by_scrape_job, scrape_interval, rule_files)
+        self._config = scrape_config(targets_by_scrape_job, scrape_interval, rule_files, alertmanagers)
         self._process: ManagedProcess | None = None
 
     @property

@@ -261,6 +261,23 @@ def test_api_server_cidrs_are_cidrs_and_never_the_whole_internet() -> None:
         )
         assert "internet" in message
     assert load_config("dev", cluster={"apiServerCidrs": []}).cluster.api_server_cidrs == ()
+    fails_naming("streamstack:cluster.apiServerCidrs", cluster={"apiServerCidrs": "10.0.0.0/28"})
+    message = fails_naming(
+        "streamstack:cluster.apiServerCidrs", cluster={"apiServerCidrs": ["10.0.0.0/28", "10.0.0.0/28"]}
+    )
+    assert "twice" in message
+
+
+def test_node_cidrs_are_cidrs_and_never_the_whole_internet() -> None:
+    # A bare address too: Kubernetes refuses an ipBlock without a prefix length.
+    for bad in ("172.18.0.2", "172.18.0.0/12", "fd00::/200", "node-1"):
+        message = fails_naming("streamstack:cluster.nodeCidrs[0]", cluster={"nodeCidrs": [bad]})
+        assert "not a CIDR" in message
+    for catch_all in ("0.0.0.0/0", "::/0"):
+        message = fails_naming("streamstack:cluster.nodeCidrs[0]", cluster={"nodeCidrs": [catch_all]})
+        assert "every address" in message and "InternalIP" in message
+    assert load_config("dev", cluster={"nodeCidrs": []}).cluster.node_cidrs == ()
+    assert load_config("prod").cluster.node_cidrs == ("10.0.16.0/20",)
 
 
 def test_job_topics_must_exist_and_flags_must_be_the_jobs_own() -> None:

@@ -18,13 +18,15 @@ from typing import Any
 import pytest
 
 from streamstack.manifests import RenderedStack, render_stack
+from tests.infra.conftest import load_config
 
 PLATFORM_NAMESPACES = ("kafka", "streaming", "monitoring", "spark-operator")
-# The API server's endpoint address in each stack: the kind control-plane node's on a GitHub runner (Docker's
-# `kind` network, 172.18.0.0/16 there), and one inside prod's configured control-plane range.
+# The API server's endpoint address and a node's address in each stack: on kind (dev) the one node, the
+# control plane, on Docker's `kind` network; in prod addresses inside its configured ranges.
 API_SERVER_IPS = {"dev": "172.18.0.2", "prod": "10.0.0.5"}
+NODE_IPS = {"dev": "172.18.0.2", "prod": "10.0.17.20"}
 INTERNET_IP = "93.184.216.34"
-NODE_IP = "172.18.0.3"
+OTHER_PRIVATE_IP = "172.18.0.5"  # another container on kind's Docker network, e.g. a second kind cluster
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,8 @@ def api_server(stack: RenderedStack) -> Endpoint:
     return Endpoint("kube-apiserver", None, ip=API_SERVER_IPS[stack.stack])
 
 
-def node() -> Endpoint:
-    return Endpoint("node", None, ip=NODE_IP)
+def node(stack: RenderedStack) -> Endpoint:
+    return Endpoint("node", None, ip=NODE_IPS[stack.stack])
 
 
 # Labels set by the operators and upstream charts (not by this repository):
@@ -202,45 +204,104 @@ def direction_allows(
     return False
 
 
-def strimzi_listener_policies(stack: RenderedStack) -> list[dict[str, Any]]:
-    """The ingress NetworkPolicy Strimzi's cluster operator generates for each Kafka cluster
-    (`<cluster>-network-policy-kafka`, selecting the cluster's broker pods): one rule per listener, from the
-    listener's `networkPolicyPeers`, or from anywhere when it has none (Strimzi's documentation: "Strimzi
-    automatically creates a NetworkPolicy resource for every enabled Kafka listener, allowing connections
-    from all namespaces"). Its rules for the control plane, replication and metrics ports are left out: only
-    the listeners are in question here. Policies add up, so this one counts beside ours."""
-    policies = []
-    for kafka in stack.find("Kafka"):
-        name, namespace = kafka["metadata"]["name"], kafka["metadata"]["namespace"]
-        rules = []
-        for listener in kafka["spec"]["kafka"]["listeners"]:
-            rule: dict[str, Any] = {"ports": [{"port": listener["port"], "protocol": "TCP"}]}
-            if listener.get("networkPolicyPeers"):
-                rule["from"] = listener["networkPolicyPeers"]
-            rules.append(rule)
+# What Strimzi 1.2.0's cluster operator generates (cluster-operator/.../model/KafkaCluster.java and
+# EntityOperator.java, `generateNetworkPolicy`; NetworkPolicyUtils.java): ports and names.
+STRIMZI_CONTROLPLANE_PORT, STRIMZI_REPLICATION_PORT, STRIMZI_AGENT_PORT = 9090, 9091, 8443
+STRIMZI_METRICS_PORT, STRIMZI_JMX_PORT = 9404, 9999
+STRIMZI_TOPIC_OPERATOR_HEALTH_PORT, STRIMZI_USER_OPERATOR_HEALTH_PORT = 8080, 8081
+
+
+def strimzi_generated_policies(stack: RenderedStack) -> list[dict[str, Any]]:
+    """The NetworkPolicies Strimzi's cluster operator creates for each Kafka (with its default
+    STRIMZI_NETWORK_POLICY_GENERATION=true), as KafkaCluster.generateNetworkPolicy and
+    EntityOperator.generateNetworkPolicy build them from the Kafka CR. Policies add up, so they count beside
+    ours.
+
+    `<cluster>-network-policy-kafka` selects the cluster's pods (strimziSelectorLabels: cluster, name, kind)
+    and admits: the control plane (9090) from the cluster's pods and the cluster operator; replication (9091)
+    from the operator, the cluster's pods, the entity operator, Kafka Exporter and Cruise Control; the Kafka
+    agent (8443) from the operator; each listener's port from its `networkPolicyPeers`, which Strimzi copies
+    as they are (`withFrom(peers)`: none, or an empty list, is every source); the metrics port (9404, with
+    any `metricsConfig`) and JMX (9999, with `jmxOptions`) from every source. The operator peer has no
+    namespace selector when it runs in the Kafka's namespace (clusterOperatorNamespaceSelector), as here.
+    `<cluster>-entity-operator` selects the entity operator and admits its health ports from every source."""
+    policies: list[dict[str, Any]] = []
+    operator = {"podSelector": {"matchLabels": {"strimzi.io/kind": "cluster-operator"}}}
+    assert STRIMZI_OPERATOR.labels["strimzi.io/kind"] == "cluster-operator"
+
+    def named(name: str) -> dict[str, Any]:
+        return {"podSelector": {"matchLabels": {"strimzi.io/name": name}}}
+
+    def ingress_rule(port: int, peers: list[dict[str, Any]] | None) -> dict[str, Any]:
+        rule: dict[str, Any] = {"ports": [{"port": port, "protocol": "TCP"}]}
+        if peers is not None:
+            rule["from"] = peers
+        return rule
+
+    def generated(name: str, namespace: str, selector: dict[str, str], rules: list[dict[str, Any]]) -> None:
         policies.append(
             {
-                "metadata": {"name": f"{name}-network-policy-kafka", "namespace": namespace},
-                "spec": {
-                    "podSelector": {
-                        "matchLabels": {
-                            "strimzi.io/cluster": name,
-                            "strimzi.io/kind": "Kafka",
-                            "strimzi.io/name": f"{name}-kafka",
-                        }
-                    },
-                    "policyTypes": ["Ingress"],
-                    "ingress": rules,
-                },
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"podSelector": {"matchLabels": selector}, "ingress": rules},
             }
         )
+
+    for kafka in stack.find("Kafka"):
+        cluster, namespace = kafka["metadata"]["name"], kafka["metadata"]["namespace"]
+        assert namespace == STRIMZI_OPERATOR.namespace, "the operator's peer would need a namespace selector"
+        spec = kafka["spec"]["kafka"]
+        selector = {
+            "strimzi.io/cluster": cluster,
+            "strimzi.io/name": f"{cluster}-kafka",
+            "strimzi.io/kind": "Kafka",
+        }
+        brokers = {"podSelector": {"matchLabels": selector}}
+        rules = [
+            ingress_rule(STRIMZI_CONTROLPLANE_PORT, [brokers, operator]),
+            ingress_rule(
+                STRIMZI_REPLICATION_PORT,
+                [
+                    operator,
+                    brokers,
+                    named(f"{cluster}-entity-operator"),
+                    named(f"{cluster}-kafka-exporter"),
+                    named(f"{cluster}-cruise-control"),
+                ],
+            ),
+            ingress_rule(STRIMZI_AGENT_PORT, [operator]),
+            *(
+                ingress_rule(listener["port"], listener.get("networkPolicyPeers"))
+                for listener in spec["listeners"]
+            ),
+        ]
+        if spec.get("metricsConfig"):
+            rules.append(ingress_rule(STRIMZI_METRICS_PORT, []))
+        if spec.get("jmxOptions") is not None:
+            rules.append(ingress_rule(STRIMZI_JMX_PORT, []))
+        generated(f"{cluster}-network-policy-kafka", namespace, selector, rules)
+        entity_operator = kafka["spec"].get("entityOperator")
+        if entity_operator is not None:
+            health = [
+                ingress_rule(port, [])
+                for key, port in (
+                    ("topicOperator", STRIMZI_TOPIC_OPERATOR_HEALTH_PORT),
+                    ("userOperator", STRIMZI_USER_OPERATOR_HEALTH_PORT),
+                )
+                if entity_operator.get(key) is not None
+            ]
+            eo_selector = {
+                "strimzi.io/cluster": cluster,
+                "strimzi.io/name": f"{cluster}-entity-operator",
+                "strimzi.io/kind": "Kafka",
+            }
+            generated(f"{cluster}-entity-operator", namespace, eo_selector, health)
     return policies
 
 
 def allowed(
     stack: RenderedStack, source: Endpoint, target: Endpoint, port: int, protocol: str = "TCP"
 ) -> bool:
-    policies = [*stack.find("NetworkPolicy"), *strimzi_listener_policies(stack)]
+    policies = [*stack.find("NetworkPolicy"), *strimzi_generated_policies(stack)]
     return direction_allows(policies, source, target, port, protocol, egress=True) and direction_allows(
         policies, target, source, port, protocol, egress=False
     )
@@ -306,7 +367,7 @@ def test_the_pipelines_clients_reach_the_kafka_listeners_and_nothing_internal(st
         assert allowed(stack, client, COREDNS, 53, "UDP")
     # Pods elsewhere do not reach the listeners, not even with a client's labels (Strimzi's own policy
     # included), and Kafka does not call the clients.
-    assert strimzi_listener_policies(stack)
+    assert strimzi_generated_policies(stack)
     for outsider in (
         Endpoint("outsider", "default", LOAD_GENERATOR.labels),
         Endpoint("other-team", "analytics", {"app": "kafka-client"}),
@@ -366,8 +427,8 @@ def test_prometheus_scrapes_every_metrics_port_and_grafana_queries_it(stack: Ren
         (PROMETHEUS, 9090),
         (PROMETHEUS_OPERATOR, 10250),
         (COREDNS, 9153),
-        (node(), 10250),  # kubelet and cAdvisor
-        (node(), 9100),  # node-exporter (host network)
+        (node(stack), 10250),  # kubelet and cAdvisor
+        (node(stack), 9100),  # node-exporter (host network)
         (api_server(stack), 6443),
     ]
     for job in stack.outputs["jobs"]:
@@ -388,21 +449,88 @@ def test_prometheus_scrapes_every_metrics_port_and_grafana_queries_it(stack: Ren
     assert not allowed(stack, driver, PROMETHEUS, 9090) and not allowed(stack, driver, GRAFANA, 3000)
 
 
+def address_blocks(policies: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str, tuple[int, ...]]]:
+    """Every ipBlock of the policies: (policy name, egress or ingress, CIDR, the rule's ports)."""
+    return [
+        (policy["metadata"]["name"], direction, item["ipBlock"]["cidr"], ports)
+        for policy in policies
+        for direction, peers_key in (("egress", "to"), ("ingress", "from"))
+        for rule in policy["spec"].get(direction) or []
+        for ports in [tuple(sorted({port["port"] for port in rule.get("ports") or []}))]
+        for item in rule.get(peers_key) or []
+        if "ipBlock" in item
+    ]
+
+
 def test_api_egress_reaches_only_the_configured_addresses(stack: RenderedStack) -> None:
     """Drivers and operators reach the API on the stack's `cluster.apiServerCidrs` and nowhere else on its
-    ports: no policy allows an address block of the whole internet."""
+    ports; Prometheus reaches the nodes on `cluster.nodeCidrs` only; the API server, and nothing else from
+    outside the pod network, calls the operator's webhook. Every rule on the API ports lists exactly the
+    configured CIDRs."""
+    cluster = load_config(stack.stack).cluster
+    assert cluster.api_server_cidrs and cluster.node_cidrs
     driver, _ = spark_pods(stack, stack.outputs["jobs"][0])
     internet = Endpoint("internet", None, ip=INTERNET_IP)
-    for caller in (driver, STRIMZI_OPERATOR, ENTITY_OPERATOR, SPARK_OPERATOR, PROMETHEUS_OPERATOR):
+    neighbour = Endpoint("neighbour", None, ip=OTHER_PRIVATE_IP)
+    callers = (driver, STRIMZI_OPERATOR, ENTITY_OPERATOR, SPARK_OPERATOR, PROMETHEUS_OPERATOR, PROMETHEUS)
+    for caller in (*callers, GRAFANA, KUBE_STATE_METRICS):
         assert allowed(stack, caller, api_server(stack), 6443), caller.name
-        for port in (443, 6443):
-            assert not allowed(stack, caller, internet, port), (caller.name, port)
-    egress_blocks = [
-        item["ipBlock"]["cidr"]
-        for policy in stack.find("NetworkPolicy")
-        for rule in policy["spec"].get("egress") or []
-        for item in rule.get("to") or []
-        if "ipBlock" in item and set(port["port"] for port in rule.get("ports") or []) <= {443, 6443}
+        for port in (443, 6443, 10250, 9100):
+            for outside in (internet, neighbour):
+                assert not allowed(stack, caller, outside, port), (caller.name, outside.name, port)
+    for port in (10250, 9100):
+        assert allowed(stack, PROMETHEUS, node(stack), port)
+    assert allowed(stack, api_server(stack), PROMETHEUS_OPERATOR, 10250)
+    assert not allowed(stack, internet, PROMETHEUS_OPERATOR, 10250)
+    blocks = address_blocks(stack.find("NetworkPolicy"))
+    api_rules = [(name, cidr) for name, direction, cidr, ports in blocks if ports == (443, 6443)]
+    by_policy: dict[str, list[str]] = {}
+    for name, cidr in api_rules:
+        by_policy.setdefault(name, []).append(cidr)
+    assert by_policy
+    for name, cidrs in by_policy.items():
+        assert cidrs == list(cluster.api_server_cidrs), name
+    node_rules = [cidr for _, direction, cidr, ports in blocks if ports == (9100, 10250)]
+    assert node_rules == list(cluster.node_cidrs)
+
+
+def test_no_policy_opens_a_port_to_every_address(stack: RenderedStack) -> None:
+    """No rendered NetworkPolicy (the platform's and the charts') names 0.0.0.0/0, ::/0 or any other block
+    of every address, in either direction. The one exception is Alertmanager's egress to its notifiers
+    (`alerting.notifierCidrs`): Slack and PagerDuty are on the internet and have no fixed addresses."""
+    catch_alls = [
+        block
+        for block in address_blocks(stack.find("NetworkPolicy"))
+        if ipaddress.ip_network(block[2]).prefixlen == 0
+        and not (block[0] == "alertmanager" and block[1] == "egress")
     ]
-    configured = {"dev": ["172.16.0.0/12"], "prod": ["10.0.0.0/28"]}[stack.stack]
-    assert egress_blocks and set(egress_blocks) == set(configured)
+    assert catch_alls == []
+
+
+def test_the_listeners_admit_only_our_client_allowlist(stack: RenderedStack) -> None:
+    """Each listener's `networkPolicyPeers` (Strimzi's generated policy) is the client rule of our own Kafka
+    policy, one allowlist; and no policy of ours has the name of one Strimzi generates in its namespace (the
+    operator would patch ours into its own: `<cluster>-entity-operator` is Strimzi's)."""
+    (kafka,) = stack.find("Kafka")
+    cluster = kafka["metadata"]["name"]
+    listeners = kafka["spec"]["kafka"]["listeners"]
+    (ours,) = [
+        policy
+        for policy in stack.find("NetworkPolicy", f"{cluster}-kafka")
+        if policy["metadata"]["namespace"] == kafka["metadata"]["namespace"]
+    ]
+    (client_rule,) = [
+        rule
+        for rule in ours["spec"]["ingress"]
+        if {port["port"] for port in rule["ports"]} == {listener["port"] for listener in listeners}
+    ]
+    for listener in listeners:
+        assert listener["networkPolicyPeers"] == client_rule["from"], listener["name"]
+    generated = {
+        (p["metadata"]["namespace"], p["metadata"]["name"]) for p in strimzi_generated_policies(stack)
+    }
+    rendered = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in stack.find("NetworkPolicy")}
+    assert generated & rendered == set()
+    # The entity operator keeps its egress with Strimzi's policy beside ours.
+    assert allowed(stack, ENTITY_OPERATOR, KAFKA_BROKER, 9091)
+    assert allowed(stack, ENTITY_OPERATOR, api_server(stack), 6443)

@@ -72,7 +72,10 @@ def test_without_the_secret_the_chart_generates_the_password_and_no_secret_is_cr
     mocked: Callable[[str], Stack],
 ) -> None:
     stack = run_program(mocked, "dev")
-    assert [s.metadata["name"] for s in stack.of_kind("Secret")] == []
+    # Only the Alertmanager's routing (tests/infra/test_alerting.py), no Grafana admin Secret.
+    assert [s.metadata["name"] for s in stack.of_kind("Secret")] == [
+        "alertmanager-kube-prometheus-stack-alertmanager"
+    ]
     values = monitoring_release(stack).inputs["values"]
     assert "admin" not in values["grafana"]
     assert "adminPassword" not in values["grafana"]

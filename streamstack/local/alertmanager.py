@@ -1,0 +1,160 @@
+"""A local Alertmanager (Debian's prometheus-alertmanager 0.25, from the runtimes lock) on 127.0.0.1, with its
+own data directory and no cluster listener, running a given configuration: the routing the stack deploys
+(infra/alertmanager.py) with the notifiers' URLs of this machine.
+
+Debian's build reads its default notification templates from the fixed path DEBIAN_TEMPLATES
+(/usr/share/prometheus/alertmanager/default.tmpl; no flag changes it) and fails to load any config without
+them. When the package is not installed there, the binary unpacked into the cache runs in a mount namespace
+of its own (`unshare --mount`, as the rehearsal's Spark worker) where the package's usr/share is overlaid on
+/usr/share, read-only: the host's /usr/share is untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import shutil
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra import alertmanager as routing
+from infra import config as infra_config
+from streamstack import manifests
+from streamstack.errors import StreamstackError
+from streamstack.local.ports import LOOPBACK, claim_port
+from streamstack.local.process import ManagedProcess
+from streamstack.runtimes import Runtimes
+
+
+def stack_alerting(stack: str = "dev") -> infra_config.AlertingConfig:
+    """`streamstack:alerting` of Pulumi.<stack>.yaml, parsed and checked by the Pulumi program's loader."""
+    config, _ = manifests.stack_config(manifests.load_project(), stack)
+
+    def read(key: str) -> object:
+        value = config.get(f"{infra_config.PREFIX}:{key}")
+        return None if value is None else json.loads(value)
+
+    return infra_config.load(read).alerting
+
+
+def stack_routing(
+    stack: str,
+    secrets: Mapping[str, str],
+    *,
+    group_wait: str | None = None,
+    group_interval: str | None = None,
+) -> dict[str, Any]:
+    """The Alertmanager config the stack deploys (infra/alertmanager.py), with `secrets` (notifier -> URL
+    or key) for the notifiers; `group_wait`/`group_interval` shorten the waits for a test, nothing else."""
+    alerting = stack_alerting(stack)
+    alerting = dataclasses.replace(
+        alerting,
+        group_wait=group_wait or alerting.group_wait,
+        group_interval=group_interval or alerting.group_interval,
+    )
+    return routing.alertmanager_config(alerting, secrets)
+
+
+DEBIAN_TEMPLATES = Path("/usr/share/prometheus/alertmanager/default.tmpl")
+
+
+def alertmanager_argv(binary: Path, arguments: Sequence[str]) -> list[str]:
+    """The command that runs `binary` with `arguments` and Debian's templates where it looks for them."""
+    command = [str(binary), *arguments]
+    package_share = binary.resolve().parent.parent / "share"
+    if (
+        DEBIAN_TEMPLATES.is_file()
+        or not (package_share / DEBIAN_TEMPLATES.relative_to("/usr/share")).is_file()
+    ):
+        return command  # installed system-wide, or a build that embeds its templates
+    if shutil.which("unshare") is None:
+        raise StreamstackError(
+            f"Debian's Alertmanager needs {DEBIAN_TEMPLATES}: install prometheus-alertmanager, or provide "
+            "util-linux's unshare so that the unpacked package can be overlaid there"
+        )
+    overlay = f"lowerdir={package_share}:/usr/share"
+    script = f"mount -t overlay overlay -o {shlex.quote(overlay)} /usr/share && exec {shlex.join(command)}"
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
+
+
+class LocalAlertmanager:
+    def __init__(self, runtimes: Runtimes, workdir: Path, config: Mapping[str, Any], port: int = 0) -> None:
+        self.runtimes = runtimes
+        self.workdir = workdir
+        self.port = claim_port(port, "Alertmanager", "--alertmanager-port")
+        self.config_path = workdir / "alertmanager.yml"
+        self.log_path = workdir / "alertmanager.log"
+        self._config = dict(config)
+        self._process: ManagedProcess | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    @property
+    def address(self) -> str:
+        """host:port, as Prometheus' `alerting.alertmanagers` static targets name it."""
+        return f"{LOOPBACK}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> LocalAlertmanager:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(yaml.safe_dump(self._config, sort_keys=False))
+        self.config_path.chmod(0o600)  # it holds the notifiers' URLs and keys
+        self._process = ManagedProcess(
+            "alertmanager",
+            alertmanager_argv(
+                self.runtimes.alertmanager,
+                [
+                    f"--config.file={self.config_path}",
+                    f"--storage.path={self.workdir / 'data'}",
+                    f"--web.listen-address={self.address}",
+                    "--cluster.listen-address=",  # no gossip listener: one instance, nothing on 0.0.0.0:9094
+                ],
+            ),
+            self.log_path,
+        ).start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self._process.is_running():
+                raise StreamstackError(
+                    f"Alertmanager exited while starting: {self._process.log_tail(5)} (see {self.log_path})"
+                )
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
+                    if response.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise StreamstackError(f"Alertmanager did not become ready on {self.url} within {timeout:.0f} s")
+
+    def post_alerts(self, alerts: Sequence[Mapping[str, Any]]) -> None:
+        """POST /api/v2/alerts, as Prometheus sends them (labels, annotations, startsAt...)."""
+        request = urllib.request.Request(
+            f"{self.url}/api/v2/alerts",
+            data=json.dumps(list(alerts)).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            if response.status != 200:
+                raise StreamstackError(f"Alertmanager refused the alerts: HTTP {response.status}")
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """GET /api/v2/alerts: every alert it holds, with `status.state` (active, suppressed) and
+        `status.inhibitedBy`."""
+        with urllib.request.urlopen(f"{self.url}/api/v2/alerts", timeout=5) as response:
+            result: list[dict[str, Any]] = json.load(response)
+        return result
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.stop()
