@@ -6,9 +6,9 @@ receiver in this test; only the notification waits are shortened.
   through Alertmanager's API: the critical one and the other query's warning arrive, the muted warning does
   not (Alertmanager reports it suppressed, inhibited by the critical one).
 - Delivery: our Prometheus evaluates monitoring/rules/streamstack-jobs.yaml (only StreamstackJobDisappeared's
-  `for` shortened, in a copy) and sends to that Alertmanager; a job's driver metrics endpoint (the jobs'
-  own jobs/common/progress.py collector, in its own process) is scraped, then killed with SIGKILL, and the
-  job-down alert arrives at the webhook with the query's labels, through the critical receiver.
+  `for` shortened, in a copy) and sends to that Alertmanager; a running Spark job (the window job, driver and
+  JVM) is scraped, then killed with SIGKILL, and the job-down alert arrives at the webhook with the query's
+  labels, through the critical receiver.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import json
 import os
 import queue
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,27 +30,17 @@ import yaml
 
 from infra.alertmanager import CRITICAL_RECEIVER, WARNING_RECEIVER
 from streamstack.local.alertmanager import LocalAlertmanager, stack_routing
-from streamstack.local.ports import LOOPBACK, free_port
+from streamstack.local.kafka import LocalKafka, TopicSpec
+from streamstack.local.ports import LOOPBACK
 from streamstack.local.prometheus import LocalPrometheus
 from streamstack.paths import REPO_ROOT
 from streamstack.runtimes import Runtimes
+from tests.jobs.streaming_helpers import start_window_job
 
 JOB_RULES = REPO_ROOT / "monitoring" / "rules" / "streamstack-jobs.yaml"
 JOB_DOWN_ALERT = "StreamstackJobDisappeared"
 QUERY = "user-view"
-# A driver's metrics endpoint: the collector every job serves, one running query, until it is killed.
-DRIVER_METRICS = """
-import sys, time
-from prometheus_client import CollectorRegistry, start_http_server
-from jobs.common.progress import QueryProgressCollector, QueryProgressStore
-store = QueryProgressStore()
-store.started("query-id", sys.argv[2])
-registry = CollectorRegistry()
-registry.register(QueryProgressCollector(store, trigger_interval_seconds=5.0, rate_limited=False))
-start_http_server(int(sys.argv[1]), addr="127.0.0.1", registry=registry)
-while True:
-    time.sleep(60)
-"""
+JOB_QUERY = "clickstream-windows"
 
 
 class Webhook:
@@ -172,50 +160,68 @@ def job_rules_with_short_for(directory: Path) -> Path:
     return path
 
 
+@pytest.mark.integration
+@pytest.mark.spark
+@pytest.mark.slow
 def test_a_killed_job_alerts_at_the_webhook(
-    runtimes: Runtimes, alertmanager: LocalAlertmanager, webhook: Webhook, tmp_path: Path
+    runtimes: Runtimes,
+    kafka: LocalKafka,
+    alertmanager: LocalAlertmanager,
+    webhook: Webhook,
+    tmp_path: Path,
 ) -> None:
-    started = time.monotonic()
-    port = free_port()
-    driver = subprocess.Popen(
-        [sys.executable, "-c", DRIVER_METRICS, str(port), QUERY],
-        cwd=REPO_ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
+    """A real job (the window job's driver and its JVM, as `local up` runs it) is scraped, then killed
+    with SIGKILL as a node failure would: its job-down alert arrives at the webhook."""
+    topics = ("alert-page-views", "alert-page-views-per-url", "alert-dead-letters")
+    kafka.create_topics(
+        [
+            TopicSpec(topics[0], partitions=2),
+            TopicSpec(topics[1], partitions=2, compact=True),
+            TopicSpec(topics[2], partitions=1),
+        ]
     )
+    job, metrics_url = start_window_job(
+        runtimes,
+        kafka.bootstrap_servers,
+        checkpoint_dir=tmp_path / "checkpoints",
+        log_path=tmp_path / "job.log",
+        topics=topics,
+        settings=("--shuffle-partitions", "2", "--no-windows-topic", "--no-late-topic"),
+    )
+    target = metrics_url.removeprefix("http://").removesuffix("/metrics")
     prometheus = LocalPrometheus(
         runtimes,
         tmp_path / "prometheus",
-        {"streaming-jobs": [f"{LOOPBACK}:{port}"]},
+        {"streaming-jobs": [target]},
         scrape_interval="1s",
         rule_files=[job_rules_with_short_for(tmp_path)],
         alertmanagers=[alertmanager.address],
     )
     try:
         prometheus.start()
-        deadline = time.monotonic() + 45
-        while not prometheus.query(f'streamstack_query_active{{query="{QUERY}"}} == 1'):
-            assert driver.poll() is None, driver.stderr.read().decode() if driver.stderr else ""
-            assert time.monotonic() < deadline, "Prometheus never scraped the driver's metrics"
-            time.sleep(0.5)
+        deadline = time.monotonic() + 240
+        while not prometheus.query(f'streamstack_query_active{{query="{JOB_QUERY}"}} == 1'):
+            assert job.is_running(), f"the job exited early; see {job.log_path}"
+            assert time.monotonic() < deadline, (
+                f"Prometheus never scraped the job's metrics; see {job.log_path}"
+            )
+            time.sleep(1)
         assert not prometheus.query(f'ALERTS{{alertname="{JOB_DOWN_ALERT}"}}'), "fired while the job ran"
 
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait(timeout=10)
+        os.killpg(job.pid, signal.SIGKILL)
+        job.stop(timeout=30)
 
         def job_down(receiver: str, status: str, labels: dict[str, str]) -> bool:
-            return labels.get("alertname") == JOB_DOWN_ALERT and status == "firing"
+            return (labels.get("alertname"), labels.get("query"), status) == (
+                JOB_DOWN_ALERT,
+                JOB_QUERY,
+                "firing",
+            )
 
-        assert webhook.wait_for(job_down, 45), webhook.seen
+        assert webhook.wait_for(job_down, 60), webhook.seen
         ((receiver, _, labels),) = [seen for seen in webhook.seen if job_down(*seen)]
         assert receiver == CRITICAL_RECEIVER
-        assert labels == {"alertname": JOB_DOWN_ALERT, "query": QUERY, "severity": "critical"}
+        assert labels == {"alertname": JOB_DOWN_ALERT, "query": JOB_QUERY, "severity": "critical"}
     finally:
         prometheus.stop()
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-            driver.wait(timeout=10)
-        if driver.stderr:
-            driver.stderr.close()
-    assert time.monotonic() - started < 90
+        job.stop(timeout=30)
