@@ -276,7 +276,7 @@ def _local_status(workdir: Path, as_json: bool) -> int:
 
 
 def _render(stack: str, out_dir: Path, validate: bool, project_dir: Path | None) -> int:
-    from streamstack import manifests  # noqa: PLC0415 (Pulumi loads in a second: only for this command)
+    from streamstack import render as manifests  # noqa: PLC0415 (Pulumi loads in a second: only for this command)
 
     rendered = manifests.render_stack(stack, project_dir=project_dir or REPO_ROOT)
     written = manifests.write_rendered(rendered, out_dir)

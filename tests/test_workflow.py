@@ -24,9 +24,9 @@ import pytest
 import yaml
 
 from streamstack import runtimes
-from streamstack.k8s_validation import validate_manifests
-from streamstack.manifests import RenderedStack, render_stack
 from streamstack.paths import REPO_ROOT
+from streamstack.render import RenderedStack, render_stack
+from streamstack.render.validate import validate_manifests
 
 WORKFLOWS = sorted((REPO_ROOT / ".github" / "workflows").glob("*.y*ml"))
 KIND_WORKFLOW = REPO_ROOT / ".github" / "workflows" / "kind.yaml"

@@ -26,7 +26,7 @@ import yaml
 
 from infra import alertmanager as routing
 from infra import config as infra_config
-from streamstack import manifests
+from streamstack import render
 from streamstack.errors import StreamstackError
 from streamstack.local.ports import LOOPBACK, claim_port
 from streamstack.local.process import ManagedProcess
@@ -35,7 +35,7 @@ from streamstack.runtimes import Runtimes
 
 def stack_alerting(stack: str = "dev") -> infra_config.AlertingConfig:
     """`streamstack:alerting` of Pulumi.<stack>.yaml, parsed and checked by the Pulumi program's loader."""
-    config, _ = manifests.stack_config(manifests.load_project(), stack)
+    config, _ = render.stack_config(render.load_project(), stack)
 
     def read(key: str) -> object:
         value = config.get(f"{infra_config.PREFIX}:{key}")

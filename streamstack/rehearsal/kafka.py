@@ -1,6 +1,6 @@
 """Kafka secured as the stack renders it, on one machine, for the cluster rehearsal.
 
-The rendered stack (`streamstack.manifests.render_stack(...).manifests`) is the one source: its `KafkaTopic`s
+The rendered stack (`streamstack.render.render_stack(...).manifests`) is the one source: its `KafkaTopic`s
 become the broker's topics, each `KafkaUser` a SCRAM-SHA-512 user with a random password and exactly the
 ACLs of its `spec.authorization` (translated 1:1 into Kafka ACL bindings, no others), and the rendered
 workloads say which user each process logs in as. The broker (`streamstack.local.kafka.LocalKafka`) runs

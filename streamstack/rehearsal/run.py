@@ -161,7 +161,7 @@ def rehearse(
     """Run the jobs `run_for` seconds and on until every query of every job has committed a batch (at most
     `timeout` seconds in all; sooner if a driver exits), then report each job, and the Kafka panels that the
     rehearsal's Prometheus answers empty."""
-    from streamstack.manifests import render_stack  # noqa: PLC0415 (Pulumi loads in seconds: only here)
+    from streamstack.render import render_stack  # noqa: PLC0415 (Pulumi loads in seconds: only here)
 
     rendered = render_stack("dev")
     manifests = rendered.manifests

@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from streamstack.k8s_validation import DEFAULT_KUBERNETES_VERSION
 from streamstack.paths import REPO_ROOT
+from streamstack.render.validate import DEFAULT_KUBERNETES_VERSION
 
 CHARTS_DIR = REPO_ROOT / "charts"
 KUBE_VERSION = f"{DEFAULT_KUBERNETES_VERSION}.0"

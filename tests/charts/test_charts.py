@@ -16,8 +16,8 @@ from jobs.common.config import StreamingJobConfig
 from monitoring.lag_exporter.config import parse_args as parse_exporter_args
 from streamstack import runtimes
 from streamstack.errors import StreamstackError
-from streamstack.k8s_validation import validate_manifests
 from streamstack.paths import REPO_ROOT
+from streamstack.render.validate import validate_manifests
 from tests.charts.helm import (
     CHARTS_DIR,
     KUBE_VERSION,

@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 import yaml
 
-from streamstack.k8s_validation import validate_manifests
-from streamstack.manifests import LocalChart, ProgramError, RenderedStack, render_stack
+from streamstack.render import LocalChart, ProgramError, RenderedStack, render_stack
+from streamstack.render.validate import validate_manifests
 from tests.charts.helm import CHARTS_DIR, spark_pods
 from tests.infra.conftest import stack_sections
 

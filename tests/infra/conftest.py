@@ -5,7 +5,7 @@ nothing runs.
 Mock inputs arrive camelCase with numbers as floats; `CustomResource.api_version` is None unless the mock
 echoes it back, so `new_resource` returns the inputs (apiVersion and kind included) as the outputs. A
 `helm.v4.Chart` of one of our charts creates no children under mocks: `Stack.chart_objects()` renders it
-with the real helm (streamstack.manifests.render_local_chart), as `streamstack render` does.
+with the real helm (streamstack.render.render_local_chart), as `streamstack render` does.
 """
 
 from __future__ import annotations
@@ -21,17 +21,16 @@ from typing import Any
 import pulumi
 import pytest
 import yaml
-from pulumi.runtime.mocks import MockMonitor
 
 from infra import config as stack_config
-from streamstack.manifests import (
-    CRD_TYPE,
+from streamstack.paths import REPO_ROOT
+from streamstack.render import (
     HELM_CHART_TYPE,
     ChartObject,
     Registration,
     render_local_chart,
 )
-from streamstack.paths import REPO_ROOT
+from streamstack.render.mocks import EchoMocks, RecordingMonitor
 
 # pulumi.runtime.test runs a function under the mocks and waits until every registration has been answered.
 under_mocks: Callable[[Callable[[], object]], Callable[[], None]] = pulumi.runtime.test
@@ -85,63 +84,23 @@ class Recorded:
         return value
 
 
-class StackMocks(pulumi.runtime.Mocks):
-    """Echo every resource's inputs as its outputs, recording them; answer no function calls."""
-
-    def __init__(self) -> None:
-        self.by_name: dict[tuple[str, str], Recorded] = {}
-        self.reads: list[tuple[str, str]] = []  # (type, "<namespace>/<name>") of every Resource.get
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
-        if args.custom is None and args.resource_id:  # a read of an existing object (Resource.get)
-            self.reads.append((args.typ, args.resource_id))
-            namespace, _, name = args.resource_id.rpartition("/")
-            assert args.typ == "kubernetes:core/v1:Secret" and name.endswith("-cluster-ca-cert"), (
-                f"the program read {args.typ} {args.resource_id}, which the test cluster does not hold"
-            )
-            state = {"metadata": {"name": name, "namespace": namespace}, "data": strimzi_cluster_ca_data()}
-            return args.resource_id, state
-        outputs = dict(args.inputs)
-        if args.typ == "kubernetes:helm.sh/v3:Release":
-            # What the provider reports once the release is installed.
-            outputs["status"] = {"name": args.inputs.get("name"), "status": "deployed"}
-        if args.typ == CRD_TYPE:
-            outputs.pop("spec", None)  # megabytes no program reads back (streamstack.manifests does the same)
-        self.by_name[(args.typ, args.name)] = Recorded(
-            args.typ, args.name, dict(args.inputs), transforms=tuple(args.transforms)
-        )
-        return f"{args.name}-id", outputs
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
-        raise AssertionError(f"the program made an unexpected function call {args.token}")
-
-
-class RecordingMonitor(MockMonitor):
-    """The mock engine, keeping the resource options the Mocks interface does not see."""
-
-    def __init__(self, mocks: StackMocks) -> None:
-        super().__init__(mocks)
-        self.stack_mocks = mocks
-        self.requests: dict[tuple[str, str], Any] = {}
-
-    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (the gRPC method's name)
-        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
-        if request.type != "pulumi:pulumi:Stack":
-            self.requests[(request.type, request.name)] = (request, response.urn)
-        return response
-
-
 class Stack:
     """What one program run registered, with lookups by kind and name."""
 
     def __init__(self, monitor: RecordingMonitor) -> None:
         self.monitor = monitor
+        self.mocks = monitor.echo_mocks
         self.exports: dict[str, Any] = {}  # the stack outputs, resolved (run_program only)
 
     def resources(self) -> list[Recorded]:
         result = []
         for key, (request, urn) in self.monitor.requests.items():
-            recorded = self.monitor.stack_mocks.by_name.get(key) or Recorded(request.type, request.name, {})
+            recorded = Recorded(
+                request.type,
+                request.name,
+                self.mocks.inputs.get(key, {}),
+                transforms=self.mocks.transforms.get(key, ()),
+            )
             recorded.urn = urn
             recorded.parent = request.parent
             recorded.provider = request.provider
@@ -224,7 +183,7 @@ def mocked() -> Iterator[Callable[[str], Stack]]:
     """`mocked(stack)` installs fresh mocks for that stack name and returns what they record."""
 
     def install(stack: str = "dev") -> Stack:
-        mocks = StackMocks()
+        mocks = EchoMocks(cluster_ca_data=strimzi_cluster_ca_data())
         monitor = RecordingMonitor(mocks)
         # A fresh root Stack per run: set_mocks keeps an existing one, and with it the previous run's outputs.
         pulumi.runtime.settings.ROOT.set(None)

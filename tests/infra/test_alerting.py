@@ -15,9 +15,9 @@ import yaml
 
 from infra import alertmanager
 from infra.config import NOTIFIER_SECRETS, ConfigError
-from streamstack import k8s_validation
-from streamstack.manifests import SECRET_PLACEHOLDER, load_project, render_stack, write_rendered
-from streamstack.manifests import stack_config as rendered_stack_config
+from streamstack.render import SECRET_PLACEHOLDER, load_project, render_stack, write_rendered
+from streamstack.render import stack_config as rendered_stack_config
+from streamstack.render import validate as k8s_validation
 from streamstack.runtimes import Runtimes
 from tests.infra.conftest import Stack, load_config, run_program
 from tests.infra.test_secrets import is_marked_secret, monitoring_release, wire_inputs

@@ -17,10 +17,10 @@ from infra import config as stack_config
 from infra.components.crds import PATCH_FORCE, SOURCE_ANNOTATION, load_crds
 from infra.config import CRDS_DIR, ConfigError, setting
 from scripts import vendor_crds
-from streamstack import k8s_validation
+from streamstack.render import validate as k8s_validation
 from tests.infra.conftest import Stack, load_config, run_program, stack_sections
 
-# Chart name -> (its setting, the versions infra/config.py's compatibility tables accept).
+# Chart name -> (its setting, the versions infra/config/versions.py's compatibility tables accept).
 PINNED = {
     "strimzi-kafka-operator": ("kafka.operatorChartVersion", tuple(stack_config.STRIMZI_KAFKA_VERSIONS)),
     "spark-operator": ("spark.operatorChartVersion", tuple(stack_config.SPARK_OPERATOR_SPARK_MAJORS)),
@@ -167,11 +167,12 @@ def test_a_chart_bump_without_its_crds_fails_at_preview_naming_the_setting(
     # The compatibility tables accept the new version, as a bump would make them...
     known = getattr(stack_config, table)
     if isinstance(known, tuple):
-        monkeypatch.setattr(stack_config, table, (*known, bumped))
+        monkeypatch.setattr(stack_config.versions, table, (*known, bumped))
     else:
-        monkeypatch.setattr(stack_config, table, {**known, bumped: next(iter(known.values()))})
+        monkeypatch.setattr(stack_config.versions, table, {**known, bumped: next(iter(known.values()))})
     minimum = stack_config.STRIMZI_MIN_KUBERNETES
-    monkeypatch.setattr(stack_config, "STRIMZI_MIN_KUBERNETES", {**minimum, "1.3.0": minimum["1.2.0"]})
+    bumped_minimum = {**minimum, "1.3.0": minimum["1.2.0"]}
+    monkeypatch.setattr(stack_config.versions, "STRIMZI_MIN_KUBERNETES", bumped_minimum)
     sections = stack_sections("dev")
     overrides = {section: {**(sections.get(section) or {}), key: bumped}}
     # ...but its CRDs are not vendored: the config is refused, naming the setting.

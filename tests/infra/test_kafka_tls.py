@@ -18,8 +18,8 @@ from pulumi.runtime import rpc
 
 from infra.components.kafka_ca import ca_bundle
 from infra.config import ConfigError
-from streamstack import k8s_validation
-from streamstack.manifests import RenderedStack, render_stack
+from streamstack.render import RenderedStack, render_stack
+from streamstack.render import validate as k8s_validation
 from tests.infra.conftest import (
     CLUSTER_CA_PEM,
     OLD_CLUSTER_CA_PEM,
@@ -126,7 +126,7 @@ def test_prod_copies_every_certificate_of_the_cluster_ca_after_kafka_is_ready(
 ) -> None:
     stack = run_program(mocked, "prod")
     # Read from the Kafka namespace (Strimzi creates it there), once.
-    assert stack.monitor.stack_mocks.reads == [(SECRET_TYPE, f"kafka/{CA_SECRET}")]
+    assert stack.mocks.reads == [(SECRET_TYPE, f"kafka/{CA_SECRET}")]
     copy = stack.named("Secret", CA_SECRET)
     assert copy.metadata["namespace"] == "streaming"
     assert not any(label.startswith("strimzi.io/") for label in copy.metadata.get("labels", {}))
@@ -152,7 +152,7 @@ def test_prod_copies_every_certificate_of_the_cluster_ca_after_kafka_is_ready(
 
 def test_dev_reads_no_ca_and_copies_nothing(mocked: Callable[[str], Stack]) -> None:
     stack = run_program(mocked, "dev")
-    assert stack.monitor.stack_mocks.reads == []
+    assert stack.mocks.reads == []
     assert not [r for r in stack.of_kind("Secret") if r.metadata.get("name") == CA_SECRET]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from streamstack.manifests import RenderedStack, render_stack
+from streamstack.render import RenderedStack, render_stack
 from tests.infra.conftest import load_config
 
 PLATFORM_NAMESPACES = ("kafka", "streaming", "monitoring", "spark-operator")

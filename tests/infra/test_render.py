@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from streamstack import k8s_validation
-from streamstack.manifests import (
+from streamstack.paths import REPO_ROOT
+from streamstack.render import (
     SECRET_PLACEHOLDER,
     ProgramError,
     RenderedStack,
@@ -28,7 +28,7 @@ from streamstack.manifests import (
     validate_rendered,
     write_rendered,
 )
-from streamstack.paths import REPO_ROOT
+from streamstack.render import validate as k8s_validation
 
 CLI = [sys.executable, "-m", "streamstack.cli"]
 

@@ -19,10 +19,10 @@ from pulumi.runtime import rpc
 from infra import config as stack_config
 from infra.components.monitoring import Monitoring, MonitoringArgs
 from infra.config import ConfigError, MonitoringConfig
-from streamstack import k8s_validation
-from streamstack.manifests import SECRET_PLACEHOLDER, ProgramError, load_project, render_stack
-from streamstack.manifests import stack_config as rendered_stack_config
 from streamstack.paths import REPO_ROOT
+from streamstack.render import SECRET_PLACEHOLDER, ProgramError, load_project, render_stack
+from streamstack.render import stack_config as rendered_stack_config
+from streamstack.render import validate as k8s_validation
 from tests.infra.conftest import Recorded, Stack, build, run_program
 
 KEY = "grafanaAdminPassword"

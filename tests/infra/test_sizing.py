@@ -46,9 +46,9 @@ from typing import Any
 import pytest
 import yaml
 
-from streamstack.k8s_validation import CHART_VALUES_FILES, shared_dir
-from streamstack.manifests import RenderedStack, render_stack
 from streamstack.paths import REPO_ROOT
+from streamstack.render import RenderedStack, render_stack
+from streamstack.render.validate import CHART_VALUES_FILES, shared_dir
 from streamstack.runtimes import find_java
 from tests.infra.conftest import Stack, run_program
 

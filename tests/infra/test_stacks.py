@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from infra.config import ConfigError
-from streamstack.manifests import HELM_CHART_TYPE
+from streamstack.render import HELM_CHART_TYPE
 from tests.infra.conftest import Objects, Recorded, Stack, load_config, run_program, stack_sections
 
 STACKS = ("dev", "prod")

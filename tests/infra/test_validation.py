@@ -10,8 +10,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from streamstack import k8s_validation
-from streamstack.k8s_validation import (
+from streamstack.render import validate as k8s_validation
+from streamstack.render.validate import (
     ValidationSetupError,
     check_chart_values,
     validate_manifest,

@@ -51,7 +51,6 @@ from monitoring.lag_exporter.config import parse_args as exporter_args
 from monitoring.lag_exporter.kafka_reader import KafkaReader
 from monitoring.lag_exporter.loop import Refresher
 from streamstack.errors import StreamstackError
-from streamstack.manifests import RenderedStack, render_stack
 from streamstack.paths import REPO_ROOT
 from streamstack.rehearsal.kafka import (
     RehearsalKafka,
@@ -62,6 +61,7 @@ from streamstack.rehearsal.kafka import (
     users_by_secret,
     workload_kafka_users,
 )
+from streamstack.render import RenderedStack, render_stack
 from streamstack.runtimes import Runtimes
 from tests.jobs.streaming_helpers import streaming_config
 

@@ -210,7 +210,7 @@ def _unlisted_subchart_key(chart: str, path: list[str], siblings: Mapping[str, A
     return (
         f"{chart} values: {'.'.join(path)}: the parent chart's values.yaml does not list this key of the "
         f"{path[0]} sub-chart{hint}; if the sub-chart has it, add it to SUBCHART_EXTRA_KEYS in "
-        "streamstack/k8s_validation.py with the sub-chart version and file that define it"
+        "streamstack/render/validate.py with the sub-chart version and file that define it"
     )
 
 

@@ -1,0 +1,128 @@
+"""The typed stack configuration: `load()` reads `Pulumi.<stack>.yaml` (`streamstack:` keys) and checks it.
+
+Every setting is a structured value under one key (`streamstack:kafka`, `streamstack:spark`, ...) read with
+`pulumi.Config("streamstack").get_object`. A misspelt key, a wrong type or a combination that cannot work
+raises `ConfigError` whose message starts with the setting to change, e.g. `streamstack:kafka.version`, so
+`pulumi preview` fails before anything is created. Importing this module creates no resources. The
+secrets, `streamstack:grafanaAdminPassword` and the alert notifiers' URLs and keys (NOTIFIER_SECRETS), are not
+part of `load()`: `grafana_admin_password()` and `alerting_secrets()` read them as Pulumi secrets.
+
+Guard rails (see infra/README.md): a Kafka version the pinned Strimzi does not run; a Spark version that does
+not match the image tag or the spark-operator; a stateful job on a checkpoint volume only the driver can
+reach; a topic replicated more often than there are brokers; a min ISR above the replication factor.
+"""
+
+from infra.config.base import (
+    ACCESS_MODES,
+    CLEANUP_POLICIES,
+    CRDS_DIR,
+    CRDS_SOURCE_FILE,
+    DASHBOARDS_DIR,
+    DRIVER_ONLY_ACCESS_MODES,
+    LAG_EXPORTER_CHART,
+    LOG_LEVELS,
+    NODE_ROLES,
+    PREFIX,
+    PULL_POLICIES,
+    REPO_ROOT,
+    RULES_DIR,
+    STREAMING_JOB_CHART,
+    ConfigError,
+    Layered,
+    Resources,
+    Section,
+    require_vendored_crds,
+    setting,
+)
+from infra.config.cluster import ClusterConfig, NodePool
+from infra.config.kafka import KafkaConfig, TopicConfig, require_topic_fits
+from infra.config.monitoring import (
+    ALERT_SEVERITIES,
+    EXPORTER_RESOURCES,
+    NOTIFIER_SECRETS,
+    URL_NOTIFIERS,
+    AlertingConfig,
+    LagExporterConfig,
+    LoadGeneratorConfig,
+    MonitoringConfig,
+    require_exporter_reach,
+)
+from infra.config.secrets import GRAFANA_ADMIN_PASSWORD, alerting_secrets, grafana_admin_password
+from infra.config.spark import (
+    MAX_JOB_NAME,
+    CheckpointConfig,
+    DriverResources,
+    ExecutorResources,
+    ImageReference,
+    JobConfig,
+    SparkConfig,
+    image_reference,
+    image_tag,
+    require_checkpoint_reach,
+)
+from infra.config.stack import SECTIONS, StackConfig, check_known_keys, configured_keys, load
+from infra.config.versions import (
+    KUBE_PROMETHEUS_STACK_VERSIONS,
+    SPARK_OPERATOR_SPARK_MAJORS,
+    STRIMZI_KAFKA_VERSIONS,
+    STRIMZI_MIN_KUBERNETES,
+)
+
+__all__ = [
+    "ACCESS_MODES",
+    "ALERT_SEVERITIES",
+    "CLEANUP_POLICIES",
+    "CRDS_DIR",
+    "CRDS_SOURCE_FILE",
+    "DASHBOARDS_DIR",
+    "DRIVER_ONLY_ACCESS_MODES",
+    "EXPORTER_RESOURCES",
+    "GRAFANA_ADMIN_PASSWORD",
+    "KUBE_PROMETHEUS_STACK_VERSIONS",
+    "LAG_EXPORTER_CHART",
+    "LOG_LEVELS",
+    "MAX_JOB_NAME",
+    "NODE_ROLES",
+    "NOTIFIER_SECRETS",
+    "PREFIX",
+    "PULL_POLICIES",
+    "REPO_ROOT",
+    "RULES_DIR",
+    "SECTIONS",
+    "SPARK_OPERATOR_SPARK_MAJORS",
+    "STREAMING_JOB_CHART",
+    "STRIMZI_KAFKA_VERSIONS",
+    "STRIMZI_MIN_KUBERNETES",
+    "URL_NOTIFIERS",
+    "AlertingConfig",
+    "CheckpointConfig",
+    "ClusterConfig",
+    "ConfigError",
+    "DriverResources",
+    "ExecutorResources",
+    "ImageReference",
+    "JobConfig",
+    "KafkaConfig",
+    "LagExporterConfig",
+    "Layered",
+    "LoadGeneratorConfig",
+    "MonitoringConfig",
+    "NodePool",
+    "Resources",
+    "Section",
+    "SparkConfig",
+    "StackConfig",
+    "TopicConfig",
+    "alerting_secrets",
+    "check_known_keys",
+    "configured_keys",
+    "grafana_admin_password",
+    "image_reference",
+    "image_tag",
+    "load",
+    "require_checkpoint_reach",
+    "require_exporter_reach",
+    "require_topic_fits",
+    "require_vendored_crds",
+    "setting",
+]

@@ -1,0 +1,257 @@
+"""Shared pieces of the stack configuration: paths, pinned version tables, ConfigError, `Section` (reads one
+structured setting and names it in every error) and the small validators every section uses."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+RULES_DIR = REPO_ROOT / "monitoring" / "rules"
+
+
+DASHBOARDS_DIR = REPO_ROOT / "monitoring" / "dashboards" / "generated"
+
+
+# Our own charts, installed by the StreamingJob and LagExporter components: one source of truth.
+STREAMING_JOB_CHART = REPO_ROOT / "charts" / "streaming-job"
+
+
+LAG_EXPORTER_CHART = REPO_ROOT / "charts" / "lag-exporter"
+
+
+PREFIX = "streamstack"
+
+
+# Each pinned chart version's complete CRD set, vendored (scripts/vendor_crds.py): the stack installs the CRDs
+# itself (infra/components/crds.py), since Helm never upgrades a chart's crds/.
+CRDS_DIR = REPO_ROOT / "infra" / "crds"
+
+
+CRDS_SOURCE_FILE = "source.json"
+
+
+ACCESS_MODES = ("ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany")
+
+
+DRIVER_ONLY_ACCESS_MODES = ("ReadWriteOnce", "ReadWriteOncePod")
+
+
+NODE_ROLES = ("controller", "broker")
+
+
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+
+
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+
+
+_SPARK_MEMORY = re.compile(r"^[0-9]+[kmgt]?$")
+
+
+_SPARK_DURATION = re.compile(r"^[0-9]+ (millisecond|second|minute|hour|day)s?$")
+
+
+_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)$")
+
+
+_METADATA_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)(-IV[0-9]+)?$")
+
+
+class ConfigError(ValueError):
+    """A stack setting is missing, malformed or cannot work with the others; the message names it."""
+
+
+def setting(path: str) -> str:
+    """`kafka.version` -> `streamstack:kafka.version`."""
+    return f"{PREFIX}:{path}"
+
+
+T = TypeVar("T")
+
+
+_MISSING: Any = object()
+
+
+class Section:
+    """One mapping of the stack config that knows its setting path, so every error can name the setting."""
+
+    def __init__(self, path: str, raw: object) -> None:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"{setting(path)}: expected a mapping, got {raw!r}")
+        self.path = path
+        self.raw: Mapping[str, Any] = raw
+
+    def name(self, key: str) -> str:
+        return setting(f"{self.path}.{key}")
+
+    def has(self, key: str) -> bool:
+        return key in self.raw and self.raw[key] is not None
+
+    def only(self, *keys: str) -> None:
+        """Reject keys this section does not know: a misspelt setting must not be ignored silently."""
+        unknown = sorted(set(self.raw) - set(keys))
+        if unknown:
+            raise ConfigError(f"{self.name(unknown[0])}: unknown setting (known: {', '.join(sorted(keys))})")
+
+    def _get(self, key: str, default: Any, check: Callable[[Any], bool], expected: str) -> Any:
+        if not self.has(key):
+            if default is _MISSING:
+                raise ConfigError(f"{self.name(key)}: required")
+            return default
+        value = self.raw[key]
+        if not check(value):
+            raise ConfigError(f"{self.name(key)}: expected {expected}, got {value!r}")
+        return value
+
+    def string(self, key: str, default: Any = _MISSING, pattern: re.Pattern[str] | None = None) -> Any:
+        value = self._get(key, default, lambda v: isinstance(v, str) and v.strip() != "", "a string")
+        if value is not None and pattern is not None and not pattern.match(value):
+            raise ConfigError(f"{self.name(key)}: {value!r} does not match {pattern.pattern}")
+        return value
+
+    def choice(self, key: str, choices: Sequence[str], default: Any = _MISSING) -> Any:
+        value = self.string(key, default)
+        if value is not None and value not in choices:
+            raise ConfigError(f"{self.name(key)}: {value!r} is not one of {', '.join(choices)}")
+        return value
+
+    def integer(self, key: str, default: Any = _MISSING, minimum: int | None = None) -> Any:
+        def is_int(value: object) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        value = self._get(key, default, is_int, "an integer")
+        if value is not None and minimum is not None and value < minimum:
+            raise ConfigError(f"{self.name(key)}: {value} is below the minimum {minimum}")
+        return value
+
+    def number(self, key: str, default: Any = _MISSING) -> Any:
+        def is_number(value: object) -> bool:
+            return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+        return self._get(key, default, is_number, "a positive number")
+
+    def boolean(self, key: str, default: Any = _MISSING) -> Any:
+        return self._get(key, default, lambda v: isinstance(v, bool), "true or false")
+
+    def strings(self, key: str, default: Any = _MISSING) -> Any:
+        def is_strings(value: object) -> bool:
+            return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+        value = self._get(key, default, is_strings, "a list of strings")
+        return tuple(value) if value is not None else None
+
+    def string_map(self, key: str) -> dict[str, str]:
+        raw = self._get(key, {}, lambda v: isinstance(v, Mapping), "a mapping")
+        result = {}
+        for name, value in raw.items():
+            if not isinstance(value, str | int) or isinstance(value, bool):
+                raise ConfigError(f"{self.name(key)}.{name}: expected a string or a number, got {value!r}")
+            result[str(name)] = str(value)
+        return result
+
+    def section(self, key: str) -> Section:
+        return Section(f"{self.path}.{key}", self.raw.get(key))
+
+    def sections(self, key: str) -> list[Section]:
+        raw = self._get(key, [], lambda v: isinstance(v, list), "a list")
+        return [Section(f"{self.path}.{key}[{index}]", item) for index, item in enumerate(raw)]
+
+
+class Layered:
+    """A job's settings: the job's own entry first, then `streamstack:jobDefaults`, then the code's default.
+    Errors name the entry that supplied the value (or `jobDefaults`, where a default would be changed)."""
+
+    def __init__(self, entry: Section, defaults: Section) -> None:
+        self.entry = entry
+        self.defaults = defaults
+
+    def source(self, key: str) -> Section:
+        return self.entry if self.entry.has(key) else self.defaults
+
+    def child(self, key: str) -> Layered:
+        return Layered(self.entry.section(key), self.defaults.section(key))
+
+    def only(self, *keys: str) -> None:
+        self.entry.only(*keys)
+        self.defaults.only(*keys)
+
+
+def _require_quantity(name: str, value: str) -> str:
+    if not _QUANTITY.match(value):
+        raise ConfigError(f"{name}: {value!r} is not a Kubernetes quantity such as 500m, 1, 512Mi or 2Gi")
+    return value
+
+
+def _version(name: str, value: str) -> tuple[int, int, int]:
+    match = _VERSION.match(value)
+    if not match:
+        raise ConfigError(f"{name}: {value!r} is not a version such as 4.3.1")
+    return int(match[1]), int(match[2]), int(match[3])
+
+
+def _known(name: str, value: str, known: Iterable[str], what: str) -> None:
+    if value not in known:
+        raise ConfigError(
+            f"{name}: {what} {value} is not one this program was written and tested for "
+            f"(known: {', '.join(known)}); its compatibility tables in infra/config/versions.py need it first"
+        )
+
+
+def require_vendored_crds(name: str, chart: str, version: str) -> None:
+    """The chart version's CRDs must be in infra/crds/: a version bump without them fails here."""
+    if not (CRDS_DIR / f"{chart}-{version}" / CRDS_SOURCE_FILE).is_file():
+        raise ConfigError(
+            f"{name}: no CRDs of {chart} {version} in infra/crds/{chart}-{version}/ (Helm does not upgrade "
+            "CRDs, so the stack installs them from there): add the version's source to "
+            "scripts/vendor_crds.py and run it"
+        )
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Kubernetes container requests and limits (`{requests: {cpu, memory}, limits: {...}}`)."""
+
+    requests: Mapping[str, str] = field(default_factory=dict)
+    limits: Mapping[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, dict[str, str]]:
+        result: dict[str, dict[str, str]] = {}
+        if self.requests:
+            result["requests"] = dict(self.requests)
+        if self.limits:
+            result["limits"] = dict(self.limits)
+        return result
+
+
+def _resources(section: Section, default: Resources) -> Resources:
+    if not section.raw:
+        return default
+    section.only("requests", "limits")
+    parts: dict[str, dict[str, str]] = {}
+    for part in ("requests", "limits"):
+        values = section.string_map(part)
+        for resource, quantity in values.items():
+            if resource not in ("cpu", "memory", "ephemeral-storage"):
+                raise ConfigError(
+                    f"{section.name(part)}.{resource}: expected cpu, memory or ephemeral-storage"
+                )
+            _require_quantity(f"{section.name(part)}.{resource}", quantity)
+        parts[part] = values
+    return Resources(parts["requests"], parts["limits"])

@@ -1,0 +1,218 @@
+"""`streamstack:kafka` and `streamstack:topics`: the Strimzi cluster and the catalogue's topics with their
+overrides."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from contracts.pipeline import TOPIC_NAME_PATTERN, load_pipeline
+from infra.config import versions
+from infra.config.base import (
+    _DNS_LABEL,
+    _METADATA_VERSION,
+    CLEANUP_POLICIES,
+    ConfigError,
+    Section,
+    _known,
+    _version,
+    require_vendored_crds,
+    setting,
+)
+from infra.config.cluster import NodePool, _node_pool
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    namespace: str = "kafka"
+    cluster_name: str = "streamstack"
+    operator_chart_version: str = "1.2.0"
+    version: str = "4.3.1"
+    metadata_version: str = "4.3-IV0"
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+    node_pools: tuple[NodePool, ...] = (NodePool("dual-role", ("controller", "broker"), 1, "10Gi"),)
+    listener_port: int = 9092
+    # The pipeline's clients use the TLS listener (SASL_SSL, trusting Strimzi's cluster CA); False: the plain
+    # SCRAM listener (SASL_PLAINTEXT), for a cluster network you trust (dev on kind).
+    client_tls: bool = True
+
+    def __post_init__(self) -> None:
+        _known(
+            setting("kafka.operatorChartVersion"),
+            self.operator_chart_version,
+            versions.STRIMZI_KAFKA_VERSIONS,
+            "Strimzi",
+        )
+        require_vendored_crds(
+            setting("kafka.operatorChartVersion"), "strimzi-kafka-operator", self.operator_chart_version
+        )
+        runs = versions.STRIMZI_KAFKA_VERSIONS[self.operator_chart_version]
+        if self.version not in runs:
+            raise ConfigError(
+                f"{setting('kafka.version')}: Kafka {self.version} is not supported by Strimzi "
+                f"{self.operator_chart_version} (supported: {', '.join(runs)})"
+            )
+        match = _METADATA_VERSION.match(self.metadata_version)
+        kafka_minor = _version(setting("kafka.version"), self.version)[:2]
+        if not match or (int(match[1]), int(match[2])) > kafka_minor:
+            raise ConfigError(
+                f"{setting('kafka.metadataVersion')}: {self.metadata_version!r} is not a KRaft metadata "
+                f"version Kafka {self.version} can run (its own is {runs[self.version]})"
+            )
+        if not any("controller" in pool.roles for pool in self.node_pools):
+            raise ConfigError(
+                f"{setting('kafka.nodePools')}: no pool has the controller role (KRaft needs one)"
+            )
+        if self.brokers == 0:
+            raise ConfigError(f"{setting('kafka.nodePools')}: no pool has the broker role")
+        if self.replication_factor > self.brokers:
+            raise ConfigError(
+                f"{setting('kafka.replicationFactor')}: {self.replication_factor} is above the broker count "
+                f"{self.brokers} (sum of the replicas of the broker pools in {setting('kafka.nodePools')})"
+            )
+        if self.min_insync_replicas > self.replication_factor:
+            raise ConfigError(
+                f"{setting('kafka.minInsyncReplicas')}: {self.min_insync_replicas} is above "
+                f"{setting('kafka.replicationFactor')} {self.replication_factor}: no write could ever succeed"
+            )
+
+    @property
+    def brokers(self) -> int:
+        return sum(pool.replicas for pool in self.node_pools if "broker" in pool.roles)
+
+    @property
+    def controllers(self) -> int:
+        return sum(pool.replicas for pool in self.node_pools if "controller" in pool.roles)
+
+    @property
+    def tls_listener_port(self) -> int:
+        """The SCRAM-SHA-512 listener over TLS (the KafkaCluster component's `tls` listener)."""
+        return self.listener_port + 1
+
+    @property
+    def client_port(self) -> int:
+        """The listener the pipeline's clients use: TLS with `clientTls`, else the plain SCRAM one."""
+        return self.tls_listener_port if self.client_tls else self.listener_port
+
+    @property
+    def client_security_protocol(self) -> str:
+        return "SASL_SSL" if self.client_tls else "SASL_PLAINTEXT"
+
+    @property
+    def cluster_ca_secret(self) -> str:
+        """Strimzi's Secret with the cluster CA's certificate (`ca.crt`) in the Kafka namespace; the program
+        copies it under the same name into the clients' namespace (infra/components/kafka_ca.py)."""
+        return f"{self.cluster_name}-cluster-ca-cert"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The clients' authenticated (SCRAM-SHA-512) listener behind Strimzi's bootstrap Service."""
+        return f"{self.cluster_name}-kafka-bootstrap.{self.namespace}.svc:{self.client_port}"
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """A KafkaTopic; `replicas_setting`/`min_isr_setting` name where its replicas and min ISR were set."""
+
+    name: str
+    partitions: int
+    replicas: int
+    config: Mapping[str, str]
+    replicas_setting: str = setting("kafka.replicationFactor")
+    min_isr_setting: str = setting("kafka.minInsyncReplicas")
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return int(self.config.get("min.insync.replicas", "1"))
+
+
+def require_topic_fits(topic: TopicConfig, brokers: int) -> None:
+    """A topic cannot have more replicas than brokers, nor a min ISR above its replicas."""
+    if topic.replicas > brokers:
+        raise ConfigError(
+            f"{topic.replicas_setting}: topic {topic.name} would have {topic.replicas} replicas but the "
+            f"cluster has {brokers} broker(s) ({setting('kafka.nodePools')})"
+        )
+    if topic.min_insync_replicas > topic.replicas:
+        raise ConfigError(
+            f"{topic.min_isr_setting}: topic {topic.name} has min.insync.replicas "
+            f"{topic.min_insync_replicas} above its {topic.replicas} replicas: no write could ever succeed"
+        )
+
+
+def _kafka(section: Section) -> KafkaConfig:
+    section.only(
+        "namespace",
+        "clusterName",
+        "operatorChartVersion",
+        "version",
+        "metadataVersion",
+        "replicationFactor",
+        "minInsyncReplicas",
+        "nodePools",
+        "clientTls",
+    )
+    pools = tuple(_node_pool(pool) for pool in section.sections("nodePools")) or KafkaConfig.node_pools
+    names = [pool.name for pool in pools]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{section.name('nodePools')}: pool names must differ, got {', '.join(names)}")
+    brokers = sum(pool.replicas for pool in pools if "broker" in pool.roles)
+    chart = section.string("operatorChartVersion", KafkaConfig.operator_chart_version)
+    version = section.string("version", KafkaConfig.version)
+    default_metadata = versions.STRIMZI_KAFKA_VERSIONS.get(chart, {}).get(
+        version, KafkaConfig.metadata_version
+    )
+    replication = section.integer("replicationFactor", min(3, brokers), minimum=1)
+    return KafkaConfig(
+        namespace=section.string("namespace", KafkaConfig.namespace, _DNS_LABEL),
+        cluster_name=section.string("clusterName", KafkaConfig.cluster_name, _DNS_LABEL),
+        operator_chart_version=chart,
+        version=version,
+        metadata_version=section.string("metadataVersion", default_metadata),
+        replication_factor=replication,
+        min_insync_replicas=section.integer("minInsyncReplicas", max(1, replication - 1), minimum=1),
+        node_pools=pools,
+        client_tls=section.boolean("clientTls", KafkaConfig.client_tls),
+    )
+
+
+def _topics(section: Section, kafka: KafkaConfig) -> tuple[TopicConfig, ...]:
+    """The catalogue's topics with `streamstack:topics` overrides; a name the catalogue lacks adds a topic."""
+    definitions = {topic.name: topic for topic in load_pipeline().topics}
+    for name in section.raw:
+        if not TOPIC_NAME_PATTERN.match(name):
+            raise ConfigError(f"{section.name(name)}: not a valid topic and Kubernetes name")
+    names = list(definitions) + [name for name in section.raw if name not in definitions]
+    topics = []
+    for name in names:
+        override = section.section(name)
+        override.only("partitions", "replicas", "retentionMs", "cleanupPolicy", "minInsyncReplicas", "config")
+        definition = definitions.get(name)
+        if definition is None and not override.has("partitions"):
+            raise ConfigError(
+                f"{override.name('partitions')}: required for a topic the catalogue does not have"
+            )
+        config = definition.topic_config() if definition else {"cleanup.policy": "delete"}
+        config.update(override.string_map("config"))
+        if override.has("retentionMs"):
+            config["retention.ms"] = str(override.integer("retentionMs", minimum=1))
+        if override.has("cleanupPolicy"):
+            config["cleanup.policy"] = override.choice("cleanupPolicy", CLEANUP_POLICIES)
+        min_isr = override.integer("minInsyncReplicas", kafka.min_insync_replicas, minimum=1)
+        config["min.insync.replicas"] = str(min_isr)
+        topics.append(
+            TopicConfig(
+                name=name,
+                partitions=override.integer("partitions", definition.partitions if definition else None, 1),
+                replicas=override.integer("replicas", kafka.replication_factor, minimum=1),
+                config=config,
+                replicas_setting=override.name("replicas")
+                if override.has("replicas")
+                else setting("kafka.replicationFactor"),
+                min_isr_setting=override.name("minInsyncReplicas")
+                if override.has("minInsyncReplicas")
+                else setting("kafka.minInsyncReplicas"),
+            )
+        )
+    return tuple(topics)
