@@ -3,8 +3,8 @@ with a `source.json` recording where they came from and each file's sha256 (infr
 a file that does not match it).
 
 Helm never upgrades the CRDs of a chart's crds/ directory, so the Pulumi program installs the CRDs itself (the
-releases skip theirs). After bumping a chart version in infra/config/versions.py, add its source to SOURCES and run
-this script; `tests/infra/test_crds.py` fails until the CRDs of every pinned chart version are here.
+releases skip theirs). After bumping a chart version in infra/config/versions.py, add its source to SOURCES
+and run this script; `tests/infra/test_crds.py` fails until the CRDs of every pinned chart version are here.
 
 Maintainers only (needs go, mvn, Java 21+ and network). Sources, all reachable from a machine that builds
 the project:

@@ -1,0 +1,3 @@
+from streamstack.runtimes.command import main
+
+raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""`python -m streamstack.runtimes [--check]`: fetch whatever is missing, or only report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from streamstack.errors import StreamstackError
+from streamstack.paths import cache_dir
+from streamstack.runtimes.fetch import ensure
+from streamstack.runtimes.locate import locate
+from streamstack.runtimes.tools import ensure_checkov, ensure_go_tools, locate_checkov, locate_go_tools
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m streamstack.runtimes",
+        description=(
+            "Fetch the pinned Kafka, Spark-Kafka, Prometheus, Alertmanager, helm, actionlint and checkov."
+        ),
+    )
+    parser.add_argument("--check", action="store_true", help="only check the cache; download nothing")
+    parser.add_argument(
+        "--kubernetes-tools",
+        action="store_true",
+        help="also helm, actionlint and checkov (the chart, workflow and manifest checks need them)",
+    )
+    args = parser.parse_args(argv)
+    go_tools: dict[str, Path] = {}
+    checkov: Path | None = None
+    try:
+        runtimes = locate() if args.check else ensure()
+        if args.kubernetes_tools:
+            go_tools = locate_go_tools() if args.check else ensure_go_tools()
+            checkov = locate_checkov() if args.check else ensure_checkov()
+    except StreamstackError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"java         {runtimes.java}")
+    reporter_jars = len(runtimes.metrics_reporter_jars)
+    print(f"kafka        {len(runtimes.kafka_classpath)} jars, metrics reporter {reporter_jars} jars")
+    print(f"spark-kafka  {len(runtimes.spark_kafka_jars)} jars")
+    print(f"prometheus   {runtimes.prometheus}")
+    print(f"promtool     {runtimes.promtool}")
+    print(f"alertmanager {runtimes.alertmanager}")
+    print(f"amtool       {runtimes.amtool}")
+    for name, path in go_tools.items():
+        print(f"{name:<12} {path}")
+    if checkov is not None:
+        print(f"checkov      {checkov}")
+    print(f"cache        {cache_dir()}")
+    return 0
