@@ -46,86 +46,27 @@ The output and dead-letter topics must exist. In the cluster the same flags go i
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from jobs.ad_attribution.config import AttributionJobConfig
 from jobs.ad_attribution.transforms import (
     attribute_clicks,
     attributions_as_records,
     clicks,
-    decode_clicks,
-    decode_impressions,
     impressions,
-)
-from jobs.common.config import (
-    ConfigError,
-    StreamingJobConfig,
-    add_topic_argument,
-    parse_job_config,
-    require_duration,
-    require_topic,
-    streaming_job_parser,
 )
 from jobs.common.events import read_decoded_stream, start_dead_letter_query
 from jobs.common.kafka_io import write_kafka_stream
 from jobs.common.runner import run_streaming_job
+from jobs.common.schemas import decode_clicks, decode_impressions
 
 QUERY_NAME = "ad-attribution"
 
 
-@dataclass(frozen=True)
-class AttributionJobConfig:
-    streaming: StreamingJobConfig
-    impressions_topic: str = "ad-impressions"
-    clicks_topic: str = "ad-clicks"
-    output_topic: str = "ad-attributions"
-    attribution_window: str = "30 seconds"
-    watermark_delay: str = "10 seconds"
-
-    def __post_init__(self) -> None:
-        for flag, topic in self.topics_by_flag().items():
-            require_topic(flag, topic)
-        require_duration("--attribution-window", self.attribution_window)
-        require_duration("--watermark-delay", self.watermark_delay)
-        if self.impressions_topic == self.clicks_topic:
-            raise ConfigError(f"--clicks-topic {self.clicks_topic!r}: must differ from --impressions-topic")
-
-    def topics_by_flag(self) -> dict[str, str]:
-        """The topics the job reads and writes (besides dead letters), by flag."""
-        return {
-            "--impressions-topic": self.impressions_topic,
-            "--clicks-topic": self.clicks_topic,
-            "--output-topic": self.output_topic,
-        }
-
-
 def parse_args(argv: list[str] | None) -> AttributionJobConfig:
-    parser = streaming_job_parser("ad-attribution", __doc__.splitlines()[0], query_name=QUERY_NAME)
-    add_topic_argument(parser, "--impressions-topic", "ad-impressions", "ad impressions")
-    add_topic_argument(parser, "--clicks-topic", "ad-clicks", "clicks on ad impressions")
-    add_topic_argument(
-        parser, "--output-topic", "ad-attributions", "compacted topic of one attribution per impression"
-    )
-    parser.add_argument(
-        "--attribution-window",
-        default="30 seconds",
-        help="a click counts if it comes at most this long after the impression",
-    )
-    parser.add_argument("--watermark-delay", default="10 seconds", help="how late an event may be")
-    return parse_job_config(
-        parser,
-        argv,
-        lambda args, streaming: AttributionJobConfig(
-            streaming=streaming,
-            impressions_topic=args.impressions_topic,
-            clicks_topic=args.clicks_topic,
-            output_topic=args.output_topic,
-            attribution_window=args.attribution_window.strip(),
-            watermark_delay=args.watermark_delay.strip(),
-        ),
-    )
+    return AttributionJobConfig.parse_args(argv, name=QUERY_NAME, description=__doc__.splitlines()[0])
 
 
 def start_queries(spark: SparkSession, config: AttributionJobConfig) -> list[StreamingQuery]:
@@ -149,7 +90,7 @@ def start_queries(spark: SparkSession, config: AttributionJobConfig) -> list[Str
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_streaming_job("ad-attribution", parse_args(argv), start_queries)
+    return run_streaming_job(QUERY_NAME, parse_args(argv), start_queries)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Pure DataFrame -> DataFrame steps of the ad attribution job: decode impressions and clicks, join each
+"""Pure DataFrame -> DataFrame steps of the ad attribution job: join each
 impression with the clicks on it within the attribution window, keep the first click, encode."""
 
 from __future__ import annotations
@@ -6,42 +6,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.common.config import EventLimits
 from jobs.common.encoding import iso_millis, json_value
-from jobs.common.events import EventField, EventSchema, decode_events, valid_events
-
-IMPRESSION = EventSchema(
-    name="ad-impression",
-    fields=(
-        EventField("impression_id", "string"),
-        EventField("ad_id", "string"),
-        EventField("user_id", "string"),
-        EventField("event_time", "timestamp"),
-    ),
-    event_time_field="event_time",
-)
-
-CLICK = EventSchema(
-    name="ad-click",
-    fields=(
-        EventField("click_id", "string"),
-        EventField("impression_id", "string"),
-        EventField("ad_id", "string"),
-        EventField("user_id", "string"),
-        EventField("event_time", "timestamp"),
-    ),
-    event_time_field="event_time",
-)
-
-
-def decode_impressions(kafka_records: DataFrame, limits: EventLimits) -> DataFrame:
-    """Kafka records with a typed impression or a dead-letter reason each (see jobs.common.events)."""
-    return decode_events(kafka_records, IMPRESSION, limits)
-
-
-def decode_clicks(kafka_records: DataFrame, limits: EventLimits) -> DataFrame:
-    """Kafka records with a typed click or a dead-letter reason each (see jobs.common.events)."""
-    return decode_events(kafka_records, CLICK, limits)
+from jobs.common.events import valid_events
 
 
 def impressions(decoded: DataFrame) -> DataFrame:

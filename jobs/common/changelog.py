@@ -60,3 +60,10 @@ def current_rows(decoded_changelog: DataFrame) -> DataFrame:
         )
     )
     return latest.where(~F.col("latest.deleted")).select("record_key", "latest.event.*")
+
+
+def current_profiles(decoded_profiles: DataFrame) -> DataFrame:
+    """The users table: user_id, name, country, tier, updated_at of each existing user."""
+    return current_rows(decoded_profiles).select(
+        F.col("record_key").alias("user_id"), "name", "country", "tier", "updated_at"
+    )

@@ -253,8 +253,10 @@ def require_starting_offsets(value: str) -> str:
     return value
 
 
-def add_topic_argument(parser: argparse.ArgumentParser, flag: str, default: str, description: str) -> None:
-    parser.add_argument(flag, default=default, help=f"{description} (default {default})")
+def add_topic_argument(
+    parser: argparse.ArgumentParser, flag: str, default: str, description: str, dest: str | None = None
+) -> None:
+    parser.add_argument(flag, dest=dest, default=default, help=f"{description} (default {default})")
 
 
 def streaming_job_parser(program: str, description: str, *, query_name: str) -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
-from typing import Literal
+from typing import Literal, cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -96,6 +96,17 @@ class EventSchema:
         names = [f.name for f in self.fields]
         if self.event_time_field is not None and self.event_time_field not in names:
             raise ValueError(f"event_time_field {self.event_time_field!r} is not a field of {self.name}")
+
+    @classmethod
+    def of(
+        cls, name: str, fields: str, *, event_time_field: str | None = None, tombstones_allowed: bool = False
+    ) -> EventSchema:
+        """`EventSchema.of("page-view", "user_id:string url:string event_time:timestamp", ...)`: every
+        field required, in that order."""
+        parsed = tuple(
+            EventField(field, cast(FieldKind, kind)) for field, kind in (f.split(":") for f in fields.split())
+        )
+        return cls(name, parsed, event_time_field=event_time_field, tombstones_allowed=tombstones_allowed)
 
     @property
     def struct_type(self) -> StructType:

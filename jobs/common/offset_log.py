@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from contracts.offset_log import OffsetLogEntry, parse_offset_log
@@ -65,6 +66,19 @@ class BatchOffsets:
         if topic not in self.by_topic:
             raise RuntimeError(f"batch {self.batch_id} has no offsets for {topic} in {self.checkpoint}")
         return self.by_topic[topic]
+
+
+def require_within_end_offsets(batch: DataFrame, offsets: BatchOffsets) -> None:
+    """Fail unless the batch's records lie below the end offsets read for it (guards the offset-log
+    parsing). The view is computed from the topics, not from the batch: this scan of the batch is also
+    what Spark counts as the query's input rows."""
+    end_offsets = offsets.by_topic
+    for last in batch.groupBy("topic", "partition").agg(F.max("offset").alias("offset")).collect():
+        if last["offset"] >= end_offsets.get(last["topic"], {}).get(str(last["partition"]), 0):
+            raise RuntimeError(
+                f"batch {offsets.batch_id} holds {last['topic']}/{last['partition']}/{last['offset']}, "
+                f"beyond its end offsets {end_offsets}"
+            )
 
 
 def start_end_offsets_query(

@@ -4,33 +4,24 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from jobs.common.config import ConfigError, StreamingJobConfig
+from jobs.common.config import ConfigError
 from jobs.common.kafka_io import require_existing_topics
 from jobs.common.progress import serve_progress_metrics
 from jobs.common.session import build_session
+from jobs.common.settings import JobSettings
 
-
-class JobConfig(Protocol):
-    """A job's own config: the settings every job shares and the topics the job reads and writes."""
-
-    @property
-    def streaming(self) -> StreamingJobConfig: ...
-
-    def topics_by_flag(self) -> dict[str, str]: ...
-
-
-JobConfigT = TypeVar("JobConfigT", bound=JobConfig)
+JobSettingsT = TypeVar("JobSettingsT", bound=JobSettings)
 
 
 def run_streaming_job(
     program: str,
-    config: JobConfigT,
-    start_queries: Callable[[SparkSession, JobConfigT], list[StreamingQuery]],
+    config: JobSettingsT,
+    start_queries: Callable[[SparkSession, JobSettingsT], list[StreamingQuery]],
 ) -> int:
     """Run until a query stops; a query failing raises, so the driver exits non-zero and is restarted.
 

@@ -33,64 +33,22 @@ The output and dead-letter topics must exist. In the cluster the same flags go i
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from jobs.common.config import (
-    StreamingJobConfig,
-    add_topic_argument,
-    parse_job_config,
-    require_duration,
-    require_topic,
-    streaming_job_parser,
-)
 from jobs.common.events import read_decoded_stream, start_dead_letter_query
 from jobs.common.kafka_io import write_kafka_stream
 from jobs.common.runner import run_streaming_job
 from jobs.common.schemas import decode_page_views
+from jobs.sessionization.config import SessionJobConfig
 from jobs.sessionization.transforms import clicks, sessionize, sessions_as_records
 
 QUERY_NAME = "sessionization"
 
 
-@dataclass(frozen=True)
-class SessionJobConfig:
-    streaming: StreamingJobConfig
-    input_topic: str = "page-views"
-    output_topic: str = "user-sessions"
-    session_gap: str = "30 seconds"
-    watermark_delay: str = "10 seconds"
-
-    def __post_init__(self) -> None:
-        for flag, topic in self.topics_by_flag().items():
-            require_topic(flag, topic)
-        require_duration("--session-gap", self.session_gap)
-        require_duration("--watermark-delay", self.watermark_delay)
-
-    def topics_by_flag(self) -> dict[str, str]:
-        """The topics the job reads and writes (besides dead letters), by flag."""
-        return {"--input-topic": self.input_topic, "--output-topic": self.output_topic}
-
-
 def parse_args(argv: list[str] | None) -> SessionJobConfig:
-    parser = streaming_job_parser("sessionization", __doc__.splitlines()[0], query_name=QUERY_NAME)
-    add_topic_argument(parser, "--input-topic", "page-views", "page views to group into sessions")
-    add_topic_argument(parser, "--output-topic", "user-sessions", "compacted topic of completed sessions")
-    parser.add_argument("--session-gap", default="30 seconds", help="inactivity that ends a session")
-    parser.add_argument("--watermark-delay", default="10 seconds", help="how late a view may be")
-    return parse_job_config(
-        parser,
-        argv,
-        lambda args, streaming: SessionJobConfig(
-            streaming=streaming,
-            input_topic=args.input_topic,
-            output_topic=args.output_topic,
-            session_gap=args.session_gap.strip(),
-            watermark_delay=args.watermark_delay.strip(),
-        ),
-    )
+    return SessionJobConfig.parse_args(argv, name=QUERY_NAME, description=__doc__.splitlines()[0])
 
 
 def start_queries(spark: SparkSession, config: SessionJobConfig) -> list[StreamingQuery]:
@@ -108,7 +66,7 @@ def start_queries(spark: SparkSession, config: SessionJobConfig) -> list[Streami
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_streaming_job("sessionization", parse_args(argv), start_queries)
+    return run_streaming_job(QUERY_NAME, parse_args(argv), start_queries)
 
 
 if __name__ == "__main__":

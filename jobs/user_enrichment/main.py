@@ -49,27 +49,19 @@ flags go in the SparkApplication's `arguments`, without --master and --extra-jar
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from jobs.common.config import (
-    ConfigError,
-    StreamingJobConfig,
-    add_topic_argument,
-    parse_job_config,
-    require_topic,
-    streaming_job_parser,
-)
+from jobs.common.changelog import current_profiles
 from jobs.common.events import start_topics_dead_letter_query
 from jobs.common.kafka_io import read_topic_until, write_kafka_batch
 from jobs.common.offset_log import BatchOffsets, start_end_offsets_query
 from jobs.common.runner import run_streaming_job
 from jobs.common.schemas import decode_page_views, decode_profiles
+from jobs.user_enrichment.config import EnrichmentJobConfig
 from jobs.user_enrichment.transforms import (
-    current_profiles,
     enrich_views,
     enriched_views_as_records,
     page_views_with_source,
@@ -78,43 +70,8 @@ from jobs.user_enrichment.transforms import (
 QUERY_NAME = "user-enrichment"
 
 
-@dataclass(frozen=True)
-class EnrichmentJobConfig:
-    streaming: StreamingJobConfig
-    views_topic: str = "page-views"
-    users_topic: str = "users"
-    output_topic: str = "page-views-enriched"
-
-    def __post_init__(self) -> None:
-        for flag, topic in self.topics_by_flag().items():
-            require_topic(flag, topic)
-        if self.views_topic == self.users_topic:
-            raise ConfigError(f"--users-topic {self.users_topic!r}: must differ from --views-topic")
-
-    def topics_by_flag(self) -> dict[str, str]:
-        """The topics the job reads and writes (besides dead letters), by flag."""
-        return {
-            "--views-topic": self.views_topic,
-            "--users-topic": self.users_topic,
-            "--output-topic": self.output_topic,
-        }
-
-
 def parse_args(argv: list[str] | None) -> EnrichmentJobConfig:
-    parser = streaming_job_parser("user-enrichment", __doc__.splitlines()[0], query_name=QUERY_NAME)
-    add_topic_argument(parser, "--views-topic", "page-views", "page views to enrich")
-    add_topic_argument(parser, "--users-topic", "users", "compacted changelog of user profiles")
-    add_topic_argument(parser, "--output-topic", "page-views-enriched", "enriched page views")
-    return parse_job_config(
-        parser,
-        argv,
-        lambda args, streaming: EnrichmentJobConfig(
-            streaming=streaming,
-            views_topic=args.views_topic,
-            users_topic=args.users_topic,
-            output_topic=args.output_topic,
-        ),
-    )
+    return EnrichmentJobConfig.parse_args(argv, name=QUERY_NAME, description=__doc__.splitlines()[0])
 
 
 def start_enrichment_query(spark: SparkSession, config: EnrichmentJobConfig) -> StreamingQuery:
@@ -149,7 +106,7 @@ def start_queries(spark: SparkSession, config: EnrichmentJobConfig) -> list[Stre
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_streaming_job("user-enrichment", parse_args(argv), start_queries)
+    return run_streaming_job(QUERY_NAME, parse_args(argv), start_queries)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.common.changelog import current_rows
 from jobs.common.encoding import iso_millis, json_value, record_position
 
 # Re-exported for the tests that import it from here.
@@ -19,22 +18,18 @@ def page_views_with_source(decoded_views: DataFrame) -> DataFrame:
     )
 
 
-def current_profiles(decoded_profiles: DataFrame) -> DataFrame:
-    """The users table: one row per existing user (latest valid version; deleted users left out)."""
-    return current_rows(decoded_profiles).select(
-        F.col("record_key").alias("profile_user_id"),
+def enrich_views(views: DataFrame, profiles: DataFrame) -> DataFrame:
+    """Each view with its user's profile fields; null profile fields when the user is unknown or deleted.
+
+    `views` from `page_views_with_source`, `profiles` from `jobs.common.changelog.current_profiles`: a
+    left join on user id, so every view comes out exactly once (profiles has at most one row per user)."""
+    profiles = profiles.select(
+        F.col("user_id").alias("profile_user_id"),
         "name",
         "country",
         "tier",
         F.col("updated_at").alias("profile_updated_at"),
     )
-
-
-def enrich_views(views: DataFrame, profiles: DataFrame) -> DataFrame:
-    """Each view with its user's profile fields; null profile fields when the user is unknown or deleted.
-
-    `views` from `page_views_with_source`, `profiles` from `current_profiles`: a left join on user id,
-    so every view comes out exactly once (profiles has at most one row per user)."""
     return views.join(profiles, views["user_id"] == profiles["profile_user_id"], "left").select(
         "source",
         "user_id",

@@ -56,29 +56,19 @@ flags go in the SparkApplication's `arguments`, without --master and --extra-jar
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from jobs.common.config import (
-    ConfigError,
-    StreamingJobConfig,
-    add_topic_argument,
-    parse_job_config,
-    require_topic,
-    streaming_job_parser,
-)
+from jobs.common.changelog import current_profiles
 from jobs.common.events import start_topics_dead_letter_query
 from jobs.common.kafka_io import read_topic_until, write_kafka_batch
-from jobs.common.offset_log import BatchOffsets, start_end_offsets_query
+from jobs.common.offset_log import BatchOffsets, require_within_end_offsets, start_end_offsets_query
 from jobs.common.runner import run_streaming_job
-from jobs.common.schemas import decode_profiles
+from jobs.common.schemas import decode_orders, decode_profiles
+from jobs.user_view.config import UserViewJobConfig
 from jobs.user_view.transforms import (
     current_orders,
-    current_profiles,
-    decode_orders,
     stored_view,
     user_view,
     user_view_as_records,
@@ -88,59 +78,8 @@ from jobs.user_view.transforms import (
 QUERY_NAME = "user-view"
 
 
-@dataclass(frozen=True)
-class UserViewJobConfig:
-    streaming: StreamingJobConfig
-    users_topic: str = "users"
-    orders_topic: str = "orders"
-    output_topic: str = "user-view"
-
-    def __post_init__(self) -> None:
-        for flag, topic in self.topics_by_flag().items():
-            require_topic(flag, topic)
-        topics = (self.users_topic, self.orders_topic, self.output_topic)
-        if len(set(topics)) != len(topics):
-            raise ConfigError(
-                f"--users-topic, --orders-topic and --output-topic must differ, got {', '.join(topics)}"
-            )
-
-    def topics_by_flag(self) -> dict[str, str]:
-        """The topics the job reads and writes (besides dead letters), by flag."""
-        return {
-            "--users-topic": self.users_topic,
-            "--orders-topic": self.orders_topic,
-            "--output-topic": self.output_topic,
-        }
-
-
 def parse_args(argv: list[str] | None) -> UserViewJobConfig:
-    parser = streaming_job_parser("user-view", __doc__.splitlines()[0], query_name=QUERY_NAME)
-    add_topic_argument(parser, "--users-topic", "users", "compacted changelog of user profiles")
-    add_topic_argument(parser, "--orders-topic", "orders", "compacted changelog of orders")
-    add_topic_argument(parser, "--output-topic", "user-view", "compacted topic of the per-user view")
-    return parse_job_config(
-        parser,
-        argv,
-        lambda args, streaming: UserViewJobConfig(
-            streaming=streaming,
-            users_topic=args.users_topic,
-            orders_topic=args.orders_topic,
-            output_topic=args.output_topic,
-        ),
-    )
-
-
-def require_below(batch: DataFrame, offsets: BatchOffsets) -> None:
-    """Fail unless the batch's records lie below the end offsets read for it (guards the offset-log
-    parsing). The view is computed from the topics, not from the batch: this scan of the batch is also
-    what Spark counts as the query's input rows."""
-    end_offsets = offsets.by_topic
-    for last in batch.groupBy("topic", "partition").agg(F.max("offset").alias("offset")).collect():
-        if last["offset"] >= end_offsets.get(last["topic"], {}).get(str(last["partition"]), 0):
-            raise RuntimeError(
-                f"batch {offsets.batch_id} holds {last['topic']}/{last['partition']}/{last['offset']}, "
-                f"beyond its end offsets {end_offsets}"
-            )
+    return UserViewJobConfig.parse_args(argv, name=QUERY_NAME, description=__doc__.splitlines()[0])
 
 
 def start_view_query(spark: SparkSession, config: UserViewJobConfig) -> StreamingQuery:
@@ -149,7 +88,7 @@ def start_view_query(spark: SparkSession, config: UserViewJobConfig) -> Streamin
 
     def update_view(batch: DataFrame, offsets: BatchOffsets) -> None:
         spark = batch.sparkSession
-        require_below(batch, offsets)
+        require_within_end_offsets(batch, offsets)
         users_until, orders_until = offsets.of(config.users_topic), offsets.of(config.orders_topic)
         users = read_topic_until(spark, streaming, config.users_topic, users_until)
         orders = read_topic_until(spark, streaming, config.orders_topic, orders_until)
@@ -174,7 +113,7 @@ def start_queries(spark: SparkSession, config: UserViewJobConfig) -> list[Stream
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_streaming_job("user-view", parse_args(argv), start_queries)
+    return run_streaming_job(QUERY_NAME, parse_args(argv), start_queries)
 
 
 if __name__ == "__main__":

@@ -1,51 +1,14 @@
-"""Pure DataFrame -> DataFrame steps of the user view job: decode the changelogs, build the view, diff it
+"""Pure DataFrame -> DataFrame steps of the user view job: build the view from the changelogs, diff it
 against what the view topic holds."""
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.common.changelog import current_rows, decode_changelog
-from jobs.common.config import EventLimits
+from jobs.common.changelog import current_rows
 from jobs.common.encoding import iso_millis, json_value
-from jobs.common.schemas import ORDER, ORDER_KEY_FIELD
-
-# Money is summed as decimal, so a total does not depend on the order rows are added in (a re-run batch
-# writes the same value) and 0.10 + 0.20 is 0.30. Amounts are rounded half up to cents.
-AMOUNT_TYPE = "decimal(18,2)"
-AMOUNT_LIMIT = 10**16
-
-
-def decode_orders(kafka_records: DataFrame, limits: EventLimits) -> DataFrame:
-    """Orders changelog records with a typed order, a tombstone or a dead-letter reason; an amount that
-    does not fit `AMOUNT_TYPE` is a dead letter too (`out_of_range`)."""
-    decoded = decode_changelog(kafka_records, ORDER, ORDER_KEY_FIELD, limits)
-    amount = F.col("event.amount")
-    out_of_range = F.col("dead_letter_reason").isNull() & amount.isNotNull() & _amount(amount).isNull()
-    return decoded.withColumns(
-        {
-            "event": F.when(~out_of_range, F.col("event")),
-            "dead_letter_reason": F.when(out_of_range, F.lit("out_of_range")).otherwise(
-                F.col("dead_letter_reason")
-            ),
-            "dead_letter_detail": F.when(
-                out_of_range,
-                F.format_string(f"field 'amount' is %s, limit ±{AMOUNT_LIMIT:.0e}", amount.cast("string")),
-            ).otherwise(F.col("dead_letter_detail")),
-        }
-    )
-
-
-def _amount(amount: Column) -> Column:
-    return amount.try_cast(AMOUNT_TYPE)
-
-
-def current_profiles(decoded_profiles: DataFrame) -> DataFrame:
-    """The users table: user_id, name, country, tier, updated_at of each existing user."""
-    return current_rows(decoded_profiles).select(
-        F.col("record_key").alias("user_id"), "name", "country", "tier", "updated_at"
-    )
+from jobs.common.schemas import as_amount
 
 
 def current_orders(decoded_orders: DataFrame) -> DataFrame:
@@ -54,7 +17,7 @@ def current_orders(decoded_orders: DataFrame) -> DataFrame:
     return current_rows(decoded_orders).select(
         F.col("record_key").alias("order_id"),
         "user_id",
-        _amount(F.col("amount")).alias("amount"),
+        as_amount(F.col("amount")).alias("amount"),
         "status",
         "updated_at",
     )

@@ -24,7 +24,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.ad_attribution.main import AttributionJobConfig, parse_args, start_queries
+from jobs.ad_attribution.config import AttributionJobConfig
+from jobs.ad_attribution.main import parse_args, start_queries
 from jobs.ad_attribution.transforms import attribute_clicks, attributions_as_records
 from jobs.producers import ads as ads_producer
 from streamstack.local.kafka import LocalKafka, TopicSpec

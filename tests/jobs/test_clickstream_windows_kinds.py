@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.clickstream_windows.main import WindowJobConfig, parse_args, start_queries
+from jobs.clickstream_windows.config import WindowJobConfig
+from jobs.clickstream_windows.main import parse_args, start_queries
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.jobs.streaming_helpers import (
     create_job_topics,

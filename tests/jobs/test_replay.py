@@ -14,7 +14,8 @@ import pytest
 from kafka import KafkaProducer
 from pyspark.sql import SparkSession
 
-from jobs.clickstream_windows.main import WindowJobConfig, start_queries
+from jobs.clickstream_windows.config import WindowJobConfig
+from jobs.clickstream_windows.main import start_queries
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.jobs.streaming_helpers import (
     create_job_topics,

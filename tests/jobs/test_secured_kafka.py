@@ -23,7 +23,8 @@ from kafka import TopicPartition
 from kafka.errors import KafkaError
 from pyspark.sql import SparkSession
 
-from jobs.clickstream_windows.main import WindowJobConfig, start_queries
+from jobs.clickstream_windows.config import WindowJobConfig
+from jobs.clickstream_windows.main import start_queries
 from jobs.common.config import KafkaSecurity
 from jobs.common.shadow_group import ShadowGroupCommitter
 from streamstack.local.kafka import LocalKafka, SecuredListeners, TopicSpec

@@ -19,7 +19,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.sessionization.main import SessionJobConfig, parse_args, start_queries
+from jobs.sessionization.config import SessionJobConfig
+from jobs.sessionization.main import parse_args, start_queries
 from jobs.sessionization.transforms import sessionize, sessions_as_records
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.jobs.streaming_helpers import (

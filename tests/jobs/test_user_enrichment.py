@@ -20,10 +20,11 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
+from jobs.common.changelog import current_profiles
 from jobs.common.config import EventLimits
 from jobs.common.schemas import decode_profiles
-from jobs.user_enrichment.main import EnrichmentJobConfig, start_queries
-from jobs.user_enrichment.transforms import current_profiles
+from jobs.user_enrichment.config import EnrichmentJobConfig
+from jobs.user_enrichment.main import start_queries
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.jobs.streaming_helpers import (
     create_job_topics,
@@ -409,6 +410,6 @@ def test_profile_table_is_the_last_valid_record_per_user(spark: SparkSession) ->
         table,
         spark.createDataFrame(
             expected,
-            "profile_user_id string, name string, country string, tier string, profile_updated_at timestamp",
+            "user_id string, name string, country string, tier string, updated_at timestamp",
         ),
     )

@@ -24,7 +24,8 @@ from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from jobs.producers.changelog import Change, ChangelogGenerator
-from jobs.user_view.main import UserViewJobConfig, start_queries
+from jobs.user_view.config import UserViewJobConfig
+from jobs.user_view.main import start_queries
 from jobs.user_view.transforms import stored_view, view_changes
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.conftest import repo_root

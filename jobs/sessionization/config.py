@@ -1,0 +1,17 @@
+"""The sessionization job's own settings: flags, defaults and checks (jobs.common.settings)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobs.common.settings import JobSettings, duration_setting, topic_setting
+
+
+@dataclass(frozen=True)
+class SessionJobConfig(JobSettings):
+    input_topic: str = topic_setting("--input-topic", "page-views", "page views to group into sessions")
+    output_topic: str = topic_setting(
+        "--output-topic", "user-sessions", "compacted topic of completed sessions"
+    )
+    session_gap: str = duration_setting("--session-gap", "30 seconds", "inactivity that ends a session")
+    watermark_delay: str = duration_setting("--watermark-delay", "10 seconds", "how late a view may be")
