@@ -22,7 +22,7 @@ def _probe(runtimes: Runtimes, master_url: str, checkpoint: Path) -> dict[str, o
     env = spark_environment(runtimes)
     env["PYTHONPATH"] = str(REPO_ROOT)
     done = subprocess.run(
-        [sys.executable, "-m", "tests.rehearsal.volume_probe", master_url, checkpoint.as_uri()],
+        [sys.executable, "-m", "tests.streamstack.rehearsal.volume_probe", master_url, checkpoint.as_uri()],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
