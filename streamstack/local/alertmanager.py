@@ -15,7 +15,6 @@ import dataclasses
 import json
 import shlex
 import shutil
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -120,21 +119,8 @@ class LocalAlertmanager:
             ),
             self.log_path,
         ).start()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self._process.is_running():
-                raise StreamstackError(
-                    f"Alertmanager exited while starting: {self._process.log_tail(5)} (see {self.log_path})"
-                )
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
-                    if response.status == 200:
-                        return self
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise StreamstackError(f"Alertmanager did not become ready on {self.url} within {timeout:.0f} s")
+        self._process.wait_until_http_ready("Alertmanager", f"{self.url}/-/ready", timeout, poll=0.2)
+        return self
 
     def post_alerts(self, alerts: Sequence[Mapping[str, Any]]) -> None:
         """POST /api/v2/alerts, as Prometheus sends them (labels, annotations, startsAt...)."""

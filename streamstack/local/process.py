@@ -6,8 +6,12 @@ import os
 import signal
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+from streamstack.errors import StreamstackError
 
 _PROC = Path("/proc")
 
@@ -105,6 +109,25 @@ class ManagedProcess:
         except FileNotFoundError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+    def wait_until_http_ready(self, name: str, url: str, timeout: float, poll: float = 0.2) -> None:
+        """Wait until `url` answers 200; StreamstackError naming `name` if the process exits first or the
+        time runs out (the process is then stopped)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.is_running():
+                raise StreamstackError(
+                    f"{name} exited while starting: {self.log_tail(5)} (see {self.log_path})"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(poll)
+        self.stop()
+        raise StreamstackError(f"{name} did not become ready on {url} within {timeout:.0f} s")
 
     def stop(self, timeout: float = 15.0) -> None:
         if self._popen is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -96,19 +95,8 @@ class LocalPrometheus:
             ],
             self.log_path,
         ).start()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self._process.is_running():
-                raise StreamstackError(f"Prometheus exited while starting; see {self.log_path}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
-                    if response.status == 200:
-                        return self
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            time.sleep(0.3)
-        self.stop()
-        raise StreamstackError(f"Prometheus did not become ready on {self.url} within {timeout:.0f} s")
+        self._process.wait_until_http_ready("Prometheus", f"{self.url}/-/ready", timeout, poll=0.3)
+        return self
 
     def query(self, promql: str) -> list[dict[str, Any]]:
         """Instant query; the result vector."""
