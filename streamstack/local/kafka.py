@@ -5,8 +5,8 @@ testing clients against real authentication and encryption: `SASL_PLAINTEXT` (SC
 `SSL` when a keystore is given, `SASL_SSL` with both. The controller and inter-broker listeners stay
 PLAINTEXT, and so does the bootstrap address every other caller uses. SCRAM users are created through the
 admin API after start-up (AlterUserScramCredentials, what `kafka-configs --alter --add-config SCRAM-...`
-sends), so no password is ever on a command line. `make_tls_material` makes a self-signed broker
-certificate for 127.0.0.1 with the JDK's keytool.
+sends), so no password is ever on a command line. `SecuredListeners` and `make_tls_material` (a self-signed
+broker certificate for 127.0.0.1, made with the JDK's keytool) stand in `streamstack.local.kafka_security`.
 
 With `SecuredListeners(authorization=AclAuthorization(...))` the broker enforces ACLs as a Strimzi cluster
 with `authorization: simple` does: KRaft's StandardAuthorizer, `allow.everyone.if.no.acl.found=false`, and
@@ -39,6 +39,7 @@ from kafka.admin import NewTopic, UserScramCredentialUpsertion
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from streamstack.errors import StreamstackError
+from streamstack.local.kafka_security import AclAuthorization, SecuredListeners
 from streamstack.local.ports import LOOPBACK, claim_port, free_port
 from streamstack.local.process import ManagedProcess
 from streamstack.runtimes import Runtimes
@@ -152,105 +153,9 @@ def metrics_reporter_url(port: int) -> str:
     return f"http://{LOOPBACK}:{port}/metrics"
 
 
-SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 _SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 _PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule required"
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-
-
-@dataclass(frozen=True)
-class BrokerKeystore:
-    """The broker's TLS identity: a PKCS12 keystore holding its key and certificate chain."""
-
-    path: Path
-    password: str = field(repr=False)
-
-
-@dataclass(frozen=True)
-class TlsMaterial:
-    """What `make_tls_material` produced: the broker's keystore and the certificate clients trust."""
-
-    keystore: BrokerKeystore
-    ca_certificate: Path  # PEM, for a client's ssl_cafile (self-signed: it is its own CA)
-
-
-@dataclass(frozen=True)
-class AclAuthorization:
-    """ACLs enforced, with two super users authenticated by SASL/PLAIN (see the module docstring). The
-    passwords only reach server.properties (mode 0600), never an argv or a log."""
-
-    broker_password: str = field(repr=False)
-    admin_password: str = field(repr=False)
-    broker_user: str = "streamstack-broker"
-    admin_user: str = "streamstack-admin"
-
-    @property
-    def super_users(self) -> tuple[str, ...]:
-        return (f"User:{self.broker_user}", f"User:{self.admin_user}")
-
-
-@dataclass(frozen=True)
-class SecuredListeners:
-    """Secured client listeners to add beside PLAINTEXT (see the module docstring)."""
-
-    scram_mechanisms: tuple[str, ...] = ()
-    keystore: BrokerKeystore | None = None
-    authorization: AclAuthorization | None = None
-
-    def __post_init__(self) -> None:
-        unknown = [mechanism for mechanism in self.scram_mechanisms if mechanism not in SCRAM_MECHANISMS]
-        if unknown:
-            raise StreamstackError(
-                f"scram_mechanisms {unknown[0]!r}: expected one of {', '.join(SCRAM_MECHANISMS)}"
-            )
-        if not self.scram_mechanisms and self.keystore is None:
-            raise StreamstackError("SecuredListeners needs scram_mechanisms, a keystore, or both")
-        if self.authorization is not None and not self.scram_mechanisms:
-            raise StreamstackError("SecuredListeners(authorization=...) needs scram_mechanisms (its clients)")
-
-    @property
-    def protocols(self) -> tuple[str, ...]:
-        """The security protocols of the secured listeners, each one listener named after it."""
-        protocols = []
-        if self.scram_mechanisms:
-            protocols.append("SASL_PLAINTEXT")
-        if self.keystore is not None:
-            protocols.append("SSL")
-            if self.scram_mechanisms:
-                protocols.append("SASL_SSL")
-        return tuple(protocols)
-
-
-def make_tls_material(java: Path, directory: Path, password: str, host: str = LOOPBACK) -> TlsMaterial:
-    """A self-signed broker certificate for `host` (an IP SAN, so clients verify the host name) in a PKCS12
-    keystore, and the same certificate as PEM for clients to trust; made with the keytool next to `java`
-    (two JVM starts, not the five of a CA-signed chain). The store password reaches keytool through its
-    environment, never its argv."""
-    keytool = java.parent / "keytool"
-    if not os.access(keytool, os.X_OK):
-        raise StreamstackError(f"no keytool next to {java}: a JDK (not only a JRE) is needed for TLS")
-    directory.mkdir(parents=True, exist_ok=True)
-    keystore, certificate = directory / "broker.p12", directory / "broker.pem"
-    env = {**os.environ, "STREAMSTACK_STORE_PASSWORD": password}
-    store = [
-        "-keystore",
-        str(keystore),
-        "-storetype",
-        "PKCS12",
-        "-storepass:env",
-        "STREAMSTACK_STORE_PASSWORD",
-    ]
-    fast_jvm = ["-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC"]
-    new_key = ["-keyalg", "RSA", "-keysize", "2048", "-validity", "2"]
-    for step in (
-        ["-genkeypair", "-alias", "broker", "-dname", f"CN={host}", "-ext", f"SAN=ip:{host}", *new_key],
-        ["-exportcert", "-rfc", "-alias", "broker", "-file", str(certificate)],
-    ):
-        argv = [str(keytool), *fast_jvm, *step, *store]
-        result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=120)
-        if result.returncode != 0:
-            raise StreamstackError(f"keytool {step[0]} failed: {(result.stderr or result.stdout).strip()}")
-    return TlsMaterial(BrokerKeystore(keystore, password), certificate)
 
 
 def _cluster_id() -> str:

@@ -1,16 +1,16 @@
 """`streamstack rehearse`: catalogue jobs run the way the cluster runs them, on one machine.
 
 From the dev stack as `streamstack render` produces it: a secured broker with the rendered topics, KafkaUsers
-and ACLs (`rehearsal.kafka`); a Spark standalone master and worker whose executors cannot see driver-only
-volumes (`rehearsal.spark_cluster`); each chosen job's driver started from its rendered SparkApplication
-(`rehearsal.jobs`), logged in as its own KafkaUser; the producers that feed them, logged in as the load
-generator's user; the lag exporter, logged in as its user and reading the checkpoints; a Prometheus that
-scrapes the broker's Strimzi metrics reporter, the drivers and the exporter. After `--run-for`
-seconds, and once every query of every job has committed a batch (at most `--timeout` seconds in all; sooner
-if a driver exits), it reports per job: running, batches committed, lag seconds, ACL denials and failed
-tasks with the first executor exception; and every Kafka panel query of the dashboards that returns no
-series. Exit 0 only if every job committed batches with no failed task and no denial, and every Kafka panel
-has data.
+and ACLs (`rehearsal.rendered_kafka` reads them, `rehearsal.kafka` runs them); a Spark standalone master and
+worker whose executors cannot see driver-only volumes (`rehearsal.spark_cluster`); each chosen job's driver
+started from its rendered SparkApplication (`rehearsal.jobs`), logged in as its own KafkaUser; the producers
+that feed them, logged in as the load generator's user; the lag exporter, logged in as its user and reading
+the checkpoints; a Prometheus that scrapes the broker's Strimzi metrics reporter, the drivers and the
+exporter. After `--run-for` seconds, and once every query of every job has committed a batch (at most
+`--timeout` seconds in all; sooner if a driver exits), it reports per job: running, batches committed, lag
+seconds, ACL denials and failed tasks with the first executor exception; and every Kafka panel query of the
+dashboards that returns no series. Exit 0 only if every job committed batches with no failed task and no
+denial, and every Kafka panel has data.
 """
 
 from __future__ import annotations
@@ -42,8 +42,9 @@ from streamstack.rehearsal.jobs import (
     secret_environment,
     task_failures,
 )
-from streamstack.rehearsal.kafka import RehearsalKafka, users_by_secret, workload_kafka_users
+from streamstack.rehearsal.kafka import RehearsalKafka
 from streamstack.rehearsal.panels import kafka_panel_queries, without_data
+from streamstack.rehearsal.rendered_kafka import users_by_secret, workload_kafka_users
 from streamstack.rehearsal.spark_cluster import executor_logs, standalone_cluster
 from streamstack.runtimes import Runtimes
 

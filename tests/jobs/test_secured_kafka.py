@@ -27,7 +27,8 @@ from jobs.clickstream_windows.config import WindowJobConfig
 from jobs.clickstream_windows.main import start_queries
 from jobs.common.config import KafkaSecurity
 from jobs.common.shadow_group import ShadowGroupCommitter
-from streamstack.local.kafka import LocalKafka, SecuredListeners, TopicSpec
+from streamstack.local.kafka import LocalKafka, TopicSpec
+from streamstack.local.kafka_security import SecuredListeners
 from streamstack.runtimes import Runtimes
 from tests.jobs.streaming_helpers import iso, process_all, running, streaming_config
 from tests.kafka_helpers import latest_per_key, produce, read_all, read_records, wait_for

@@ -17,7 +17,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.consumer import OffsetSpec
 from kafka.structs import OffsetAndMetadata
 
-from streamstack.local.kafka import LocalKafka, SecuredListeners, TlsMaterial, TopicSpec, make_tls_material
+from streamstack.local.kafka import LocalKafka, TopicSpec
+from streamstack.local.kafka_security import SecuredListeners, TlsMaterial, make_tls_material
 from streamstack.runtimes import Runtimes
 from tests.kafka_helpers import scrape, wait_for
 from tests.monitoring.exporter_process import running_exporter

@@ -26,8 +26,8 @@ from monitoring.lag_exporter.collector import (
     render_lag_text,
 )
 from monitoring.lag_exporter.config import ExporterConfig
-from monitoring.lag_exporter.kafka_reader import scan_records
 from monitoring.lag_exporter.loop import Refresher
+from monitoring.lag_exporter.record_batches import scan_records
 from monitoring.lag_exporter.snapshot import (
     GroupLag,
     PartitionLag,

@@ -12,8 +12,8 @@ from prometheus_client.exposition import generate_latest
 
 from monitoring.lag_exporter.collector import ExporterHealth, LagCollector
 from monitoring.lag_exporter.config import ConfigError, ExporterConfig, parse_args
-from monitoring.lag_exporter.kafka_reader import parse_commit_key
 from monitoring.lag_exporter.loop import Refresher
+from monitoring.lag_exporter.record_batches import parse_commit_key
 from monitoring.lag_exporter.snapshot import (
     GroupLag,
     Inputs,

@@ -52,8 +52,8 @@ from monitoring.lag_exporter.kafka_reader import KafkaReader
 from monitoring.lag_exporter.loop import Refresher
 from streamstack.errors import StreamstackError
 from streamstack.paths import REPO_ROOT
-from streamstack.rehearsal.kafka import (
-    RehearsalKafka,
+from streamstack.rehearsal.kafka import RehearsalKafka
+from streamstack.rehearsal.rendered_kafka import (
     kafka_user_of,
     rendered_kafka_topics,
     rendered_kafka_users,

@@ -28,7 +28,8 @@ from monitoring.lag_exporter.config import ExporterConfig
 from monitoring.lag_exporter.config import parse_args as exporter_args
 from monitoring.lag_exporter.kafka_reader import KafkaReader
 from monitoring.lag_exporter.loop import Refresher
-from streamstack.rehearsal.kafka import RehearsalKafka, kafka_user_of, rendered_kafka_users
+from streamstack.rehearsal.kafka import RehearsalKafka
+from streamstack.rehearsal.rendered_kafka import kafka_user_of, rendered_kafka_users
 from streamstack.render import RenderedStack, render_stack
 from streamstack.runtimes import Runtimes
 from tests.jobs.streaming_helpers import streaming_config

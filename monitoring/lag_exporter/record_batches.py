@@ -1,0 +1,195 @@
+"""The Kafka wire formats the exporter decodes itself, kept apart from the clients that fetch them.
+
+- `fetch_requests`: raw FetchRequests (one per leader, up to 1,000 partitions each, 64 KiB per partition and
+  4 MiB per response), for reading the timestamps of records at given offsets without a consumer.
+- `scan_records`: the record batches of one partition's answer, decoded only up to the offsets asked for
+  (message formats v0-v2; compressed v2 batches through kafka-python).
+- `parse_commit_key`: the (group, topic, partition) of an OffsetCommit key of `__consumer_offsets`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.consumer import FetchRequest
+from kafka.record.default_records import DefaultRecordBatch
+from kafka.record.legacy_records import LegacyRecordBatch
+
+TP = tuple[str, int]
+
+_PARTITION_FETCH_BYTES = 64 * 1024
+# A response's records are held (and decoded by kafka-python) all at once: bounded so that reading the
+# timestamps of 10,000 partitions costs a few MB at a time, not the whole answer's worth.
+_RESPONSE_FETCH_BYTES = 4 * 1024 * 1024
+_PARTITIONS_PER_FETCH = 1000
+_FETCH_MAX_VERSION = 12  # the last version naming topics (13 and later name them by topic id)
+_LENGTH = struct.Struct(">qi")  # every record batch (any format) starts with its base offset and length
+_LENGTH_SIZE = _LENGTH.size
+_MAGIC_AT = 16
+# Message format v2: base offset, length, leader epoch, magic, crc, attributes, last offset delta, base and
+# max timestamp, producer id and epoch, base sequence, record count; then the records.
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_COMPRESSION, _LOG_APPEND_TIME, _CONTROL = 0x07, 0x08, 0x20
+_OffsetTime = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What the records fetched for one partition told."""
+
+    timestamps: dict[int, int]  # offset asked for -> timestamp of the first data record at or after it
+    resume_at: int | None = None  # the offset after the last complete batch fetched
+    needs_bytes: int | None = None  # no complete batch: the first one is this long
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    """A zig-zag varint at `position`: (value, position after it)."""
+    raw = shift = 0
+    while True:
+        byte = data[position]
+        position += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (raw >> 1) ^ -(raw & 1), position
+        shift += 7
+
+
+def _v2_records(
+    data: bytes, start: int, end: int, base_offset: int, base_timestamp: int
+) -> Iterator[_OffsetTime]:
+    """(offset, timestamp) of the records of an uncompressed v2 batch, decoding only those two fields."""
+    position = start
+    while position < end:
+        length, body = _varint(data, position)
+        position = body + length
+        timestamp_delta, at = _varint(data, body + 1)  # after the attributes byte
+        offset_delta, _ = _varint(data, at)
+        yield base_offset + offset_delta, base_timestamp + timestamp_delta
+
+
+def _parsed_records(batch: bytes, magic: int) -> Iterator[_OffsetTime]:
+    """(offset, timestamp) of the records of a compressed or pre-v2 batch, decoded by kafka-python."""
+    parsed = DefaultRecordBatch(batch) if magic >= 2 else LegacyRecordBatch(batch, magic)
+    for record in parsed:
+        yield record.offset, record.timestamp
+
+
+def scan_records(data: bytes, offsets: Sequence[int]) -> Scan:
+    """For each of `offsets` (ascending), the timestamp of the first data record at or after it in fetched
+    record batches. Uncompressed v2 batches (the usual) are read here, decoding only each record's offset
+    and timestamp, and only up to the last offset asked for; other batches by kafka-python. Control batches
+    (transaction markers) are skipped; a partial batch at the end (the fetch limit) is ignored."""
+    found: dict[int, int] = {}
+    index, count = 0, len(offsets)
+    resume_at: int | None = None
+    position, size = 0, len(data)
+    while index < count and position + _LENGTH_SIZE <= size:
+        end = position + _LENGTH_SIZE + _LENGTH.unpack_from(data, position)[1]
+        if end > size:
+            if position == 0:
+                return Scan(found, needs_bytes=end)
+            break
+        magic = data[position + _MAGIC_AT]
+        records: Iterator[_OffsetTime]
+        if magic >= 2:
+            base, _, _, _, _, attributes, last_delta, base_time, max_time, *_ = _V2_HEADER.unpack_from(
+                data, position
+            )
+            next_offset = base + last_delta + 1
+            if next_offset <= offsets[index] or attributes & _CONTROL:
+                resume_at, position = max(resume_at or 0, next_offset), end
+                continue
+            if attributes & _COMPRESSION:
+                records = _parsed_records(data[position:end], magic)
+            else:
+                records = _v2_records(data, position + _V2_HEADER.size, end, base, base_time)
+            log_append_time = max_time if attributes & _LOG_APPEND_TIME else None
+        else:
+            next_offset = 0
+            records = _parsed_records(data[position:end], magic)
+            log_append_time = None
+        for offset, timestamp in records:
+            next_offset = max(next_offset, offset + 1)
+            while index < count and offset >= offsets[index]:
+                found[offsets[index]] = log_append_time if log_append_time is not None else timestamp
+                index += 1
+            if index == count:
+                break
+        resume_at, position = max(resume_at or 0, next_offset), end
+    return Scan(found, resume_at=resume_at)
+
+
+def fetch_requests(
+    position: Mapping[TP, int], leaders: Mapping[TP, int], fetch_bytes: Mapping[TP, int]
+) -> list[tuple[int, Any]]:
+    """One FetchRequest per leader. A partition needing more than the usual bytes goes first: the broker
+    returns the first batch of the first partition whole, whatever the limits."""
+    by_leader: dict[int, dict[str, list[Any]]] = {}
+    counts: dict[int, int] = {}
+    for tp in sorted(position, key=lambda tp: tp not in fetch_bytes):
+        topic, partition = tp
+        leader = leaders[tp]
+        if counts.get(leader, 0) >= _PARTITIONS_PER_FETCH:
+            continue  # the next request
+        counts[leader] = counts.get(leader, 0) + 1
+        by_leader.setdefault(leader, {}).setdefault(topic, []).append(
+            FetchRequest.FetchTopic.FetchPartition(
+                partition=partition,
+                current_leader_epoch=-1,
+                fetch_offset=position[tp],
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=fetch_bytes.get(tp, _PARTITION_FETCH_BYTES),
+            )
+        )
+    return [
+        (
+            leader,
+            FetchRequest(
+                replica_id=-1,
+                max_wait_ms=0,
+                min_bytes=1,
+                max_bytes=_RESPONSE_FETCH_BYTES,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,  # no fetch session
+                topics=[
+                    FetchRequest.FetchTopic(topic=topic, partitions=parts) for topic, parts in topics.items()
+                ],
+                forgotten_topics_data=[],
+                rack_id="",
+                min_version=4,
+                max_version=_FETCH_MAX_VERSION,
+            ),
+        )
+        for leader, topics in by_leader.items()
+    ]
+
+
+def parse_commit_key(key: bytes | None) -> tuple[str, str, int] | None:
+    """(group, topic, partition) of an OffsetCommit key of `__consumer_offsets`; None for other records.
+
+    Key versions 0 and 1 are offset commits: int16 version, string group, string topic, int32 partition
+    (strings are an int16 length then UTF-8). Version 2 is group metadata; later versions are KIP-848 and
+    share-group records.
+    """
+    if key is None or len(key) < 2:
+        return None
+    try:
+        (version,) = struct.unpack_from(">h", key, 0)
+        if version not in (0, 1):
+            return None
+        position = 2
+        strings = []
+        for _ in range(2):
+            (length,) = struct.unpack_from(">h", key, position)
+            position += 2
+            strings.append(key[position : position + length].decode())
+            position += length
+        (partition,) = struct.unpack_from(">i", key, position)
+    except (struct.error, UnicodeDecodeError):
+        return None
+    return strings[0], strings[1], int(partition)

@@ -1,0 +1,244 @@
+"""One size measured: our exporter (cold and warm collections, scrapes, memory), kafka_exporter beside it, and
+whether their lag agrees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from scripts.bench_exporter.load import Size
+from scripts.bench_exporter.scrape import (
+    child,
+    health,
+    latency_summary,
+    memory_mb,
+    samples,
+    scrape,
+    wait_until,
+)
+from streamstack.local.ports import LOOPBACK, free_port
+
+GOAL_PARTITIONS, GOAL_GROUPS = 10_000, 100
+GOAL_CYCLE_S, GOAL_SCRAPE_P99_MS, GOAL_RSS_MB = 5.0, 50.0, 150.0
+KAFKA_EXPORTER_VERSION = "3.9.0"  # the protocol level sarama speaks; Kafka 4 dropped the default 2.0.0's
+
+
+def our_command(size: Size, bootstrap: str, port: int, *flags: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "monitoring.lag_exporter",
+        "--bootstrap-servers",
+        bootstrap,
+        "--listen",
+        f"{LOOPBACK}:{port}",
+        "--group-allow",
+        size.group_filter,
+        "--log-level",
+        "WARNING",
+        *flags,
+    ]
+
+
+def measure_ours(
+    size: Size, bootstrap: str, workdir: Path, args: argparse.Namespace
+) -> tuple[dict[str, Any], str]:
+    port = free_port()
+    command = our_command(size, bootstrap, port, "--refresh-interval", str(args.refresh_interval))
+    log_path = workdir / f"ours-p{size.partitions}-g{size.groups}.log"
+    with child(command, log_path) as process:
+        started = time.monotonic()
+        wait_until(lambda: health(port).get("last_success_timestamp_seconds", 0) > 0, 600, "first collection")
+        first = health(port)
+        to_first = time.monotonic() - started
+        cycles: list[float] = []
+        last = first["last_success_timestamp_seconds"]
+        for _ in range(args.cycles):
+
+            def next_cycle() -> bool:
+                nonlocal last
+                now = health(port)
+                if now["last_success_timestamp_seconds"] > last:
+                    last = now["last_success_timestamp_seconds"]
+                    cycles.append(now["collection_duration_seconds"])
+                    return True
+                return False
+
+            wait_until(next_cycle, 10 * args.refresh_interval + 600, "the next collection")
+        timings: list[float] = []
+        wire = 0
+        for _ in range(args.scrapes):
+            answer = scrape(port)
+            timings.append(answer.seconds)
+            wire = answer.wire_bytes
+            time.sleep(args.scrape_gap)
+        body = scrape(port, like_prometheus=False).body
+        memory = memory_mb(process.pid)
+        if process.poll() is not None:
+            raise RuntimeError(f"our exporter exited; see {log_path}")
+    measured = {
+        "first_collection_s": first["collection_duration_seconds"],
+        "start_to_first_snapshot_s": to_first,
+        "warm_collections_s": cycles,
+        "warm_collection_median_s": statistics.median(cycles) if cycles else None,
+        **latency_summary(timings),
+        "gzip_bytes": wire,
+        "text_bytes": len(body.encode()),
+        **memory,
+    }
+    return measured, body
+
+
+def measure_full_history(size: Size, bootstrap: str, workdir: Path, collections: int) -> dict[str, Any]:
+    """Memory once every partition keeps `collections` samples of history (the default --window 300 with
+    --refresh-interval 10 keeps 31): collections back to back (--refresh-interval 1), a window long enough
+    to keep them all, RSS after the last one."""
+    port = free_port()
+    command = our_command(size, bootstrap, port, "--refresh-interval", "1", "--window", "600")
+    log_path = workdir / f"ours-history-p{size.partitions}-g{size.groups}.log"
+    started = time.monotonic()
+    with child(command, log_path) as process:
+        seen: list[float] = []
+
+        def collected() -> bool:
+            last = health(port).get("last_success_timestamp_seconds", 0)
+            if last > 0 and (not seen or last > seen[-1]):
+                seen.append(last)
+            return len(seen) >= collections
+
+        wait_until(collected, 30 * collections, f"{collections} collections")
+        memory = memory_mb(process.pid)
+    return {"collections": collections, "seconds": time.monotonic() - started, **memory}
+
+
+def measure_kafka_exporter(
+    size: Size, bootstrap: str, binary: Path, workdir: Path, args: argparse.Namespace
+) -> tuple[dict[str, Any], str]:
+    port = free_port()
+    command = [
+        str(binary),
+        f"--kafka.server={bootstrap}",
+        f"--web.listen-address={LOOPBACK}:{port}",
+        f"--kafka.version={KAFKA_EXPORTER_VERSION}",
+        f"--group.filter=^{size.group_filter}$",
+    ]
+    log_path = workdir / f"kafka_exporter-p{size.partitions}-g{size.groups}.log"
+    with child(command, log_path) as process:
+        wait_until(
+            lambda: scrape(port, "/", timeout=5, like_prometheus=False) is not None, 60, "kafka_exporter"
+        )
+        timings: list[float] = []
+        body = ""
+        wire = 0
+        budget_end = time.monotonic() + args.peer_budget
+        while len(timings) < args.scrapes and (len(timings) < 2 or time.monotonic() < budget_end):
+            result = scrape(port)
+            timings.append(result.seconds)
+            body, wire = result.body, result.wire_bytes
+            time.sleep(args.scrape_gap)
+        memory = memory_mb(process.pid)
+        if process.poll() is not None:
+            raise RuntimeError(f"kafka_exporter exited; see {log_path}")
+    return {**latency_summary(timings), "gzip_bytes": wire, "text_bytes": len(body.encode()), **memory}, body
+
+
+def agreement(ours: str, theirs: str) -> dict[str, Any]:
+    """Lag per (group, topic, partition) where both report it (kafka_exporter's -1: no commit)."""
+    our_lag = {
+        (labels["group"], labels["topic"], labels["partition"]): value
+        for labels, value in samples(ours, "streamstack_lag_records")
+        if labels.get("source") == "group"
+    }
+    their_lag = {
+        (labels["consumergroup"], labels["topic"], labels["partition"]): value
+        for labels, value in samples(theirs, "kafka_consumergroup_lag")
+        if value >= 0
+    }
+    both = our_lag.keys() & their_lag.keys()
+    differ = sorted(key for key in both if our_lag[key] != their_lag[key])
+    return {
+        "ours": len(our_lag),
+        "kafka_exporter": len(their_lag),
+        "compared": len(both),
+        "equal": len(both) - len(differ),
+        "different": len(differ),
+        "examples_different": [
+            {"series": "/".join(key), "ours": our_lag[key], "kafka_exporter": their_lag[key]}
+            for key in differ[:5]
+        ],
+        "only_ours": len(our_lag.keys() - their_lag.keys()),
+        "only_kafka_exporter": len(their_lag.keys() - our_lag.keys()),
+    }
+
+
+def goals(points: list[dict[str, Any]]) -> dict[str, Any]:
+    top = next((p for p in points if (p["partitions"], p["groups"]) == (GOAL_PARTITIONS, GOAL_GROUPS)), None)
+    if top is None:
+        return {"evaluated": False, "reason": f"no {GOAL_PARTITIONS:,} x {GOAL_GROUPS} point in this run"}
+    ours = top["ours"]
+    cycle = max(ours["first_collection_s"], max(ours["warm_collections_s"], default=0.0))
+    peak = max(ours["peak_rss_mb"], ours.get("full_history", {}).get("peak_rss_mb", 0.0))
+    return {
+        "evaluated": True,
+        "collection_cycle_s": cycle,
+        "collection_cycle_met": cycle <= GOAL_CYCLE_S,
+        "scrape_p99_ms": ours["p99_ms"],
+        "scrape_p99_met": ours["p99_ms"] <= GOAL_SCRAPE_P99_MS,
+        "peak_rss_mb": peak,
+        "rss_met": peak <= GOAL_RSS_MB,
+        "lag_agrees": top["agreement"]["different"] == 0 and top["agreement"]["compared"] > 0,
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "| partitions x groups | group-partition series | our collection cold / warm | our scrape p50 / p99 "
+        "| kafka_exporter scrape p50 / p99 (n) | our RSS / peak | kafka_exporter RSS / peak "
+        "| lag equal / compared |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for point in result["points"]:
+        ours, theirs, agree = point["ours"], point["kafka_exporter"], point["agreement"]
+        warm = ours["warm_collection_median_s"]
+        lines.append(
+            f"| {point['partitions']:,} x {point['groups']} | {point['series']:,} "
+            f"| {ours['first_collection_s']:.2f} s / {warm:.2f} s "
+            f"| {ours['p50_ms']:.1f} / {ours['p99_ms']:.1f} ms "
+            f"| {theirs['p50_ms']:,.0f} / {theirs['p99_ms']:,.0f} ms ({theirs['scrapes']}) "
+            f"| {ours['rss_mb']:.0f} / {ours['peak_rss_mb']:.0f} MB "
+            f"| {theirs['rss_mb']:.0f} / {theirs['peak_rss_mb']:.0f} MB "
+            f"| {agree['equal']:,} / {agree['compared']:,} |"
+        )
+    verdict = result["goals"]
+    if verdict["evaluated"]:
+
+        def mark(met: bool) -> str:
+            return "met" if met else "MISSED"
+
+        lines += [
+            "",
+            f"Goals at {GOAL_PARTITIONS:,} partitions x {GOAL_GROUPS} groups: collection cycle "
+            f"{verdict['collection_cycle_s']:.2f} s (<= {GOAL_CYCLE_S:.0f} s, "
+            f"{mark(verdict['collection_cycle_met'])}), scrape p99 {verdict['scrape_p99_ms']:.1f} ms "
+            f"(<= {GOAL_SCRAPE_P99_MS:.0f} ms, {mark(verdict['scrape_p99_met'])}), peak RSS "
+            f"{verdict['peak_rss_mb']:.0f} MB (<= {GOAL_RSS_MB:.0f} MB, {mark(verdict['rss_met'])}), "
+            f"lag values {'equal' if verdict['lag_agrees'] else 'NOT all equal'} where both report them.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def peer_binary(path: Path | None) -> Path:
+    """The kafka_exporter binary to compare with; fails with how to get one."""
+    if path is None or not os.access(path, os.X_OK):
+        raise SystemExit(
+            f"error: --kafka-exporter {path}: not an executable. Build danielqsj/kafka_exporter v1.9.0 "
+            "from a checkout of its repository (`go build -o kafka_exporter .`; the Go module proxy "
+            "refuses the module) and pass the binary."
+        )
+    return path

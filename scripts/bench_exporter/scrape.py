@@ -1,0 +1,121 @@
+"""Scraping an exporter as Prometheus does, and watching its process: latency, samples, health, memory."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from streamstack.local.ports import LOOPBACK
+from streamstack.paths import REPO_ROOT
+
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\} (\S+)", re.MULTILINE)
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def log(line: str) -> None:
+    print(f"[{datetime.now().strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def child(command: list[str], log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log_path.open("wb") as output:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """VmRSS and VmHWM (peak RSS) of a process, in MiB."""
+    values: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values["rss_mb" if key == "VmRSS" else "peak_rss_mb"] = int(rest.split()[0]) / 1024
+    return values
+
+
+@dataclass(frozen=True)
+class Scrape:
+    seconds: float
+    wire_bytes: int
+    body: str
+
+
+def scrape(port: int, path: str = "/metrics", timeout: float = 600, like_prometheus: bool = True) -> Scrape:
+    connection = http.client.HTTPConnection(LOOPBACK, port, timeout=timeout)
+    headers = {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"} if like_prometheus else {}
+    started = time.perf_counter()
+    try:
+        connection.request("GET", path, headers=headers)
+        response = connection.getresponse()
+        raw = response.read()
+        elapsed = time.perf_counter() - started
+        if response.status != 200:
+            raise RuntimeError(f"GET {path} on port {port}: HTTP {response.status}")
+        gzipped = response.getheader("Content-Encoding") == "gzip"
+    finally:
+        connection.close()
+    body = (gzip.decompress(raw) if gzipped else raw).decode()
+    return Scrape(elapsed, len(raw), body)
+
+
+def samples(body: str, name: str) -> Iterator[tuple[dict[str, str], float]]:
+    for match in _SAMPLE.finditer(body):
+        if match.group(1) == name:
+            yield dict(_LABEL.findall(match.group(2))), float(match.group(3))
+
+
+def health(port: int) -> dict[str, float]:
+    names = ("last_success_timestamp_seconds", "collection_duration_seconds", "up")
+    query = "&".join(f"name[]=streamstack_lag_exporter_{name}" for name in names)
+    body = scrape(port, f"/metrics?{query}", timeout=60, like_prometheus=False).body
+    values = {}
+    for line in body.splitlines():
+        if line.startswith("streamstack_lag_exporter_"):
+            name, value = line.split(" ")[:2]
+            values[name.removeprefix("streamstack_lag_exporter_")] = float(value)
+    return values
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except (OSError, http.client.HTTPException):
+            pass
+        time.sleep(0.25)
+    raise TimeoutError(f"{what} within {timeout:.0f} s")
+
+
+def latency_summary(seconds: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(seconds)
+    return {
+        "scrapes": len(ordered),
+        "p50_ms": 1000 * statistics.median(ordered),
+        "p99_ms": 1000 * ordered[int(0.99 * (len(ordered) - 1))],
+        "max_ms": 1000 * ordered[-1],
+    }
