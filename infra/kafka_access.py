@@ -18,6 +18,10 @@ SPARK_GROUP_PREFIXES = ("spark-kafka-source-", "spark-kafka-relation-")
 COMMIT_LOG_TOPIC = "__consumer_offsets"
 EXPORTER_USER = "lag-exporter"
 LOAD_GENERATOR_USER = "load-generator"
+# How a workload logs in as its KafkaUser: the users are `scram-sha-512`, and the workload reads the whole
+# JAAS line from this key of the user's Secret (as STREAMSTACK_KAFKA_SASL_JAAS_CONFIG).
+SASL_MECHANISM = "SCRAM-SHA-512"
+JAAS_CONFIG_KEY = "sasl.jaas.config"
 
 
 @dataclass(frozen=True)

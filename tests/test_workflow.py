@@ -505,7 +505,7 @@ def test_the_producers_the_workflow_starts_are_valid_and_take_their_flags(
 ) -> None:
     """The pods the step applies are valid, restricted, and each producer parses its command and reads its
     credentials from the environment as the jobs do."""
-    from jobs.common.config import KafkaSecurity  # noqa: PLC0415 - the jobs' own reader of these variables
+    from contracts.kafka_security import KafkaSecurity  # noqa: PLC0415 - the jobs' own reader of these variables
 
     manifests = produced_pods(workflow, workflow_run)
     assert sorted(manifest["kind"] for manifest in manifests) == ["Pod", "Pod", "Pod"]

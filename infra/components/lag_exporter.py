@@ -20,6 +20,7 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from infra.components.common import child
+from infra.components.kafka_ca import CA_KEY
 from infra.config import (
     LAG_EXPORTER_CHART,
     ConfigError,
@@ -30,13 +31,10 @@ from infra.config import (
     require_exporter_reach,
     setting,
 )
-from infra.kafka_access import exporter_group_allow
+from infra.kafka_access import JAAS_CONFIG_KEY, SASL_MECHANISM, exporter_group_allow
 from infra.network import Peers
 
 NAME = "lag-exporter"
-SASL_MECHANISM = "SCRAM-SHA-512"
-PASSWORD_KEY = "password"  # the key Strimzi's User Operator writes into a KafkaUser's Secret
-CA_KEY = "ca.crt"  # the key of the cluster CA certificate in its Secret (infra/components/kafka_ca.py)
 
 
 @dataclass(frozen=True)
@@ -82,8 +80,11 @@ def chart_values(args: LagExporterArgs) -> dict[str, Any]:
         "kafka": {
             "bootstrapServers": args.bootstrap_servers,
             "securityProtocol": args.security_protocol,
-            # The username is the Secret's name: Strimzi names a KafkaUser's Secret after the user.
-            "sasl": {"mechanism": SASL_MECHANISM, "secretName": args.kafka_user, "passwordKey": PASSWORD_KEY},
+            "sasl": {
+                "mechanism": SASL_MECHANISM,
+                "secretName": args.kafka_user,
+                "jaasConfigKey": JAAS_CONFIG_KEY,
+            },
             "tls": {"caSecretName": args.kafka_ca_secret or "", "caKey": CA_KEY},
         },
         "exporter": {

@@ -33,6 +33,7 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from infra.components.common import TIMEOUT_SECONDS, WAIT_FOR, child
+from infra.components.kafka_ca import CA_KEY
 from infra.config import (
     STREAMING_JOB_CHART,
     JobConfig,
@@ -41,15 +42,13 @@ from infra.config import (
     require_checkpoint_reach,
     setting,
 )
+from infra.kafka_access import JAAS_CONFIG_KEY, SASL_MECHANISM
 from infra.network import Peers
 
 CHECKPOINT_MOUNT = "/checkpoints"
 RUNNING = "jsonpath={.status.applicationState.state}=RUNNING"
 # Until RUNNING on a cold node: spark-operator runs spark-submit (a JVM) for each job, then its driver starts.
 RUNNING_TIMEOUT_S = 600
-SASL_MECHANISM = "SCRAM-SHA-512"
-JAAS_CONFIG_KEY = "sasl.jaas.config"  # the key Strimzi's User Operator writes into a KafkaUser's Secret
-CA_KEY = "ca.crt"  # the key of the cluster CA certificate in its Secret (infra/components/kafka_ca.py)
 CLAIM_TYPE = "kubernetes:core/v1:PersistentVolumeClaim"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.common.config import ConfigError
+from contracts.errors import ConfigError
 from jobs.common.settings import JobSettings, duration_setting, topic_setting
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.common.config import ConfigError, duration_seconds
+from contracts.errors import ConfigError
+from jobs.common.config import duration_seconds
 from jobs.common.settings import JobSettings, duration_setting, topic_setting
 
 

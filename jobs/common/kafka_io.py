@@ -17,7 +17,8 @@ from kafka.errors import KafkaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from jobs.common.config import ConfigError, StreamingJobConfig
+from contracts.errors import ConfigError
+from jobs.common.config import StreamingJobConfig
 
 
 def kafka_options(config: StreamingJobConfig) -> dict[str, str]:

@@ -9,7 +9,7 @@ from typing import TypeVar
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from jobs.common.config import ConfigError
+from contracts.errors import ConfigError
 from jobs.common.kafka_io import require_existing_topics
 from jobs.common.progress import serve_progress_metrics
 from jobs.common.session import build_session

@@ -13,7 +13,8 @@ from types import FrameType
 
 from kafka import KafkaProducer
 
-from jobs.common.config import ConfigError, KafkaSecurity
+from contracts.errors import ConfigError
+from contracts.kafka_security import KafkaSecurity
 
 
 def positive_float(text: str) -> float:

@@ -1,9 +1,10 @@
 """Typed, frozen exporter configuration parsed from flags, with environment-variable defaults.
 
 Every flag `--some-flag` also reads its default from `STREAMSTACK_LAG_SOME_FLAG` (repeatable flags take a
-comma-separated list there). The SASL username and password come only from the environment
-(`STREAMSTACK_LAG_SASL_USERNAME`, `STREAMSTACK_LAG_SASL_PASSWORD`, names changeable with `--sasl-username-env`
-/ `--sasl-password-env`), so they never show up in a process listing. Errors name the flag.
+comma-separated list there). How to log in to Kafka comes only from the environment, from the variables every
+client of ours reads (`contracts.kafka_security`: `STREAMSTACK_KAFKA_SECURITY_PROTOCOL`, `..._SASL_MECHANISM`,
+`..._SASL_JAAS_CONFIG`, `..._SSL_CA_FILE`), so credentials never show up in a process listing. Errors name
+the flag or the variable.
 """
 
 from __future__ import annotations
@@ -16,15 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from contracts.errors import ConfigError
+from contracts.kafka_security import (
+    CA_FILE_VARIABLE,
+    JAAS_VARIABLE,
+    MECHANISM_VARIABLE,
+    PROTOCOL_VARIABLE,
+    KafkaSecurity,
+)
+
 ENV_PREFIX = "STREAMSTACK_LAG_"
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 Granularity = Literal["partition", "topic"]
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
-
-
-class ConfigError(ValueError):
-    """A setting is missing or malformed; the message names the flag."""
 
 
 @dataclass(frozen=True)
@@ -33,52 +37,6 @@ class CheckpointDir:
 
     name: str
     path: Path
-
-
-@dataclass(frozen=True)
-class KafkaSecurity:
-    """Client security settings handed to kafka-python as is."""
-
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str | None = None
-    sasl_username: str | None = field(default=None, repr=False)
-    sasl_password: str | None = field(default=None, repr=False)
-    ssl_cafile: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.security_protocol not in SECURITY_PROTOCOLS:
-            expected = ", ".join(SECURITY_PROTOCOLS)
-            raise ConfigError(f"--security-protocol {self.security_protocol!r}: expected one of {expected}")
-        uses_sasl = self.security_protocol.startswith("SASL_")
-        if uses_sasl and self.sasl_mechanism is None:
-            raise ConfigError(
-                f"--sasl-mechanism is required with --security-protocol {self.security_protocol}"
-            )
-        if self.sasl_mechanism is not None:
-            if not uses_sasl:
-                raise ConfigError("--sasl-mechanism needs --security-protocol SASL_PLAINTEXT or SASL_SSL")
-            if self.sasl_mechanism not in SASL_MECHANISMS:
-                raise ConfigError(
-                    f"--sasl-mechanism {self.sasl_mechanism!r}: expected one of {', '.join(SASL_MECHANISMS)}"
-                )
-            if not self.sasl_username or not self.sasl_password:
-                raise ConfigError(
-                    "--sasl-mechanism needs a username and password in the environment variables named by "
-                    "--sasl-username-env and --sasl-password-env"
-                )
-        if self.ssl_cafile is not None and not Path(self.ssl_cafile).is_file():
-            raise ConfigError(f"--ssl-cafile {self.ssl_cafile}: no such file")
-
-    def client_options(self) -> dict[str, Any]:
-        """Keyword arguments for KafkaAdminClient and KafkaConsumer."""
-        options: dict[str, Any] = {"security_protocol": self.security_protocol}
-        if self.sasl_mechanism is not None:
-            options["sasl_mechanism"] = self.sasl_mechanism
-            options["sasl_plain_username"] = self.sasl_username
-            options["sasl_plain_password"] = self.sasl_password
-        if self.ssl_cafile is not None:
-            options["ssl_cafile"] = self.ssl_cafile
-        return options
 
 
 def _compile(flag: str, patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
@@ -197,7 +155,9 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         prog="python -m monitoring.lag_exporter",
         description=(
             "Export consumer lag of Kafka consumer groups, streamstack shadow groups and Spark checkpoints "
-            f"to Prometheus. Every flag also reads {ENV_PREFIX}<FLAG> from the environment."
+            f"to Prometheus. Every flag also reads {ENV_PREFIX}<FLAG> from the environment; the Kafka login "
+            f"comes from {PROTOCOL_VARIABLE}, {MECHANISM_VARIABLE}, {JAAS_VARIABLE} and {CA_FILE_VARIABLE}, "
+            "as for the jobs."
         ),
     )
     parser.add_argument(
@@ -264,23 +224,6 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         default=default("--no-commit-log", "") in ("1", "true", "yes"),
         help="do not read __consumer_offsets for commit times (STALL then cannot be told from STOP)",
     )
-    parser.add_argument(
-        "--security-protocol", default=default("--security-protocol", "PLAINTEXT"), choices=SECURITY_PROTOCOLS
-    )
-    parser.add_argument(
-        "--sasl-mechanism", default=default("--sasl-mechanism", None), choices=SASL_MECHANISMS
-    )
-    parser.add_argument(
-        "--sasl-username-env",
-        default=ENV_PREFIX + "SASL_USERNAME",
-        help="environment variable holding the SASL username",
-    )
-    parser.add_argument(
-        "--sasl-password-env",
-        default=ENV_PREFIX + "SASL_PASSWORD",
-        help="environment variable holding the SASL password",
-    )
-    parser.add_argument("--ssl-cafile", default=default("--ssl-cafile", None), help="CA bundle for SSL")
     parser.add_argument("--log-level", default=default("--log-level", "INFO"))
     parser.set_defaults(
         env_lists={
@@ -319,13 +262,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Export
     if not args.bootstrap_servers:
         raise ConfigError(f"--bootstrap-servers is required (or set {_env_name('--bootstrap-servers')})")
     host, port = parse_listen(args.listen)
-    security = KafkaSecurity(
-        security_protocol=args.security_protocol,
-        sasl_mechanism=args.sasl_mechanism,
-        sasl_username=env.get(args.sasl_username_env),
-        sasl_password=env.get(args.sasl_password_env),
-        ssl_cafile=args.ssl_cafile,
-    )
+    security = KafkaSecurity.from_environment(env)
     return ExporterConfig(
         bootstrap_servers=args.bootstrap_servers,
         listen_host=host,

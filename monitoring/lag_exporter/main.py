@@ -18,8 +18,9 @@ from types import FrameType
 
 from prometheus_client import CollectorRegistry
 
+from contracts.errors import ConfigError
 from monitoring.lag_exporter.collector import ExporterHealth, LagExposition, metrics_app, start_metrics_server
-from monitoring.lag_exporter.config import ConfigError, parse_args
+from monitoring.lag_exporter.config import parse_args
 from monitoring.lag_exporter.kafka_reader import KafkaReader
 from monitoring.lag_exporter.loop import Refresher
 

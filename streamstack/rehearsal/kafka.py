@@ -12,8 +12,7 @@ not allow is refused (`TopicAuthorizationFailed`, ...) and logged by `kafka.auth
     with RehearsalKafka.from_rendered(runtimes, workdir, rendered.manifests) as kafka:
         kafka.bootstrap_servers            # the SCRAM listener (SASL_SSL when the stack's clients use TLS)
         kafka.security_protocol, kafka.tls, kafka.ca_file
-        kafka.client_environment("user-view")    # STREAMSTACK_KAFKA_* for a job or a producer
-        kafka.exporter_environment("lag-exporter")  # STREAMSTACK_LAG_* security settings for the exporter
+        kafka.client_environment("user-view")    # STREAMSTACK_KAFKA_* for a job, a producer or the exporter
         kafka.client_options("user-view")        # the same login as kafka-python keyword arguments
         kafka.acl_denials()      # {"User:user-view": ["Denied WRITE on Topic:LITERAL:x (Produce)"]}
         kafka.add_user(user)                     # one more user (e.g. a rendered one with an ACL removed)
@@ -43,6 +42,14 @@ from typing import Any
 
 from kafka import KafkaAdminClient
 
+from contracts.kafka_security import (
+    CA_FILE_VARIABLE,
+    JAAS_VARIABLE,
+    MECHANISM_VARIABLE,
+    PROTOCOL_VARIABLE,
+    KafkaSecurity,
+    jaas_config,
+)
 from streamstack.errors import StreamstackError
 from streamstack.local.kafka import LocalKafka
 from streamstack.local.kafka_security import (
@@ -62,7 +69,6 @@ from streamstack.rehearsal.rendered_kafka import (
 )
 from streamstack.runtimes import Runtimes
 
-SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PASSWORD_LENGTH = 32  # Strimzi's default generated SCRAM password length
 # `[time] INFO Principal = User:x is Denied operation = WRITE from host = 127.0.0.1 on resource =
 # Topic:LITERAL:t for request = Produce with resourceRefCount = 1 based on rule DefaultDeny`
@@ -77,11 +83,6 @@ _DENIAL = re.compile(
 def _password() -> str:
     alphabet = string.ascii_letters + string.digits
     return "".join(secrets.choice(alphabet) for _ in range(PASSWORD_LENGTH))
-
-
-def jaas_config(user: str, password: str) -> str:
-    """The `sasl.jaas.config` line Strimzi writes into a SCRAM KafkaUser's Secret."""
-    return f'{SCRAM_LOGIN_MODULE} required username="{user}" password="{password}";'
 
 
 class RehearsalKafka:
@@ -228,44 +229,22 @@ class RehearsalKafka:
         return user, self._passwords[user]
 
     def client_environment(self, user: str) -> dict[str, str]:
-        """The variables a job or a producer reads (jobs/common/config.py KafkaSecurity) to log in as `user`,
-        as a cluster hands them over from the user's Secret."""
+        """The variables every client of ours reads (contracts/kafka_security.py: jobs, producers, the lag
+        exporter) to log in as `user`, as a cluster hands them over from the user's Secret."""
         name, password = self._login(user)
         environment = {
-            "STREAMSTACK_KAFKA_SECURITY_PROTOCOL": self.security_protocol,
-            "STREAMSTACK_KAFKA_SASL_MECHANISM": SCRAM_MECHANISM,
-            "STREAMSTACK_KAFKA_SASL_JAAS_CONFIG": jaas_config(name, password),
+            PROTOCOL_VARIABLE: self.security_protocol,
+            MECHANISM_VARIABLE: SCRAM_MECHANISM,
+            JAAS_VARIABLE: jaas_config(name, password),
         }
         if self.ca_file is not None:
-            environment["STREAMSTACK_KAFKA_SSL_CA_FILE"] = str(self.ca_file)
-        return environment
-
-    def exporter_environment(self, user: str) -> dict[str, str]:
-        """The lag exporter's security settings (monitoring/lag_exporter/config.py) to log in as `user`."""
-        name, password = self._login(user)
-        environment = {
-            "STREAMSTACK_LAG_SECURITY_PROTOCOL": self.security_protocol,
-            "STREAMSTACK_LAG_SASL_MECHANISM": SCRAM_MECHANISM,
-            "STREAMSTACK_LAG_SASL_USERNAME": name,
-            "STREAMSTACK_LAG_SASL_PASSWORD": password,
-        }
-        if self.ca_file is not None:
-            environment["STREAMSTACK_LAG_SSL_CAFILE"] = str(self.ca_file)
+            environment[CA_FILE_VARIABLE] = str(self.ca_file)
         return environment
 
     def client_options(self, user: str) -> dict[str, Any]:
         """kafka-python keyword arguments (bootstrap servers included) to log in as `user`."""
-        name, password = self._login(user)
-        options: dict[str, Any] = {
-            "bootstrap_servers": self.bootstrap_servers,
-            "security_protocol": self.security_protocol,
-            "sasl_mechanism": SCRAM_MECHANISM,
-            "sasl_plain_username": name,
-            "sasl_plain_password": password,
-        }
-        if self.ca_file is not None:
-            options["ssl_cafile"] = str(self.ca_file)
-        return options
+        security = KafkaSecurity.from_environment(self.client_environment(user))
+        return {"bootstrap_servers": self.bootstrap_servers, **security.client_options()}
 
     # -- what the broker refused
 

@@ -31,6 +31,7 @@ from kafka.admin import (
     ResourceType,
 )
 
+from contracts.kafka_security import PROTOCOL_VARIABLE
 from streamstack.errors import StreamstackError
 from streamstack.local.kafka import TopicSpec
 
@@ -38,10 +39,6 @@ STRIMZI_API_VERSION = "kafka.strimzi.io/v1"
 SCRAM_MECHANISM = "SCRAM-SHA-512"  # the only mechanism of Strimzi's `scram-sha-512` users
 CLUSTER_RESOURCE_NAME = "kafka-cluster"  # Kafka's name for the cluster resource (what Strimzi binds)
 CLIENT_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
-# The environment variables through which rendered workloads receive Kafka settings.
-JOB_PROTOCOL_VARIABLE = "STREAMSTACK_KAFKA_SECURITY_PROTOCOL"
-EXPORTER_PROTOCOL_VARIABLE = "STREAMSTACK_LAG_SECURITY_PROTOCOL"
-EXPORTER_USERNAME_VARIABLE = "STREAMSTACK_LAG_SASL_USERNAME"
 
 _RESOURCE_TYPES = {
     "topic": ResourceType.TOPIC,
@@ -316,16 +313,7 @@ def kafka_user_of(
         )
     if not found:
         return None
-    user = by_secret[found[0]]
-    for container in _containers(manifest):
-        for variable in container.get("env") or []:
-            named = variable.get("name") == EXPORTER_USERNAME_VARIABLE and "value" in variable
-            if named and variable["value"] != user.name:
-                raise StreamstackError(
-                    f"{what}: {EXPORTER_USERNAME_VARIABLE} {variable['value']!r} but the password is "
-                    f"KafkaUser {user.name}'s (Secret {user.secret_name})"
-                )
-    return user
+    return by_secret[found[0]]
 
 
 def workload_kafka_users(objects: Iterable[Mapping[str, Any]]) -> dict[str, RenderedKafkaUser]:
@@ -353,14 +341,11 @@ def _rendered_protocols(manifest: Mapping[str, Any]) -> set[str]:
     protocols = set()
     if manifest.get("kind") == "SparkApplication":
         for key, value in ((manifest.get("spec") or {}).get("sparkConf") or {}).items():
-            if key.endswith(f".{JOB_PROTOCOL_VARIABLE}"):
+            if key.endswith(f".{PROTOCOL_VARIABLE}"):
                 protocols.add(str(value))
     for container in _containers(manifest):
         for variable in container.get("env") or []:
-            if (
-                variable.get("name") in (JOB_PROTOCOL_VARIABLE, EXPORTER_PROTOCOL_VARIABLE)
-                and "value" in variable
-            ):
+            if variable.get("name") == PROTOCOL_VARIABLE and "value" in variable:
                 protocols.add(str(variable["value"]))
     return protocols
 

@@ -235,7 +235,7 @@ def rehearse(
         )
         exporter.env = {
             **(exporter.env or {}),
-            **kafka.exporter_environment(workload_users[EXPORTER_WORKLOAD].name),
+            **kafka.client_environment(workload_users[EXPORTER_WORKLOAD].name),
         }
         stack.enter_context(_running(exporter))
         prometheus = LocalPrometheus(

@@ -326,12 +326,11 @@ def test_sasl_credentials_come_only_from_the_secret(helm: Path) -> None:
     )
     container = one(exporter_manifests, "Deployment")["spec"]["template"]["spec"]["containers"][0]
     env = {item["name"]: item for item in container["env"]}
-    assert env["STREAMSTACK_LAG_SASL_PASSWORD"]["valueFrom"] == {
-        "secretKeyRef": {"name": "lag-exporter", "key": "password"}
+    assert env["STREAMSTACK_KAFKA_SASL_JAAS_CONFIG"]["valueFrom"] == {
+        "secretKeyRef": {"name": "lag-exporter", "key": "sasl.jaas.config"}
     }
-    assert env["STREAMSTACK_LAG_SASL_USERNAME"]["value"] == "lag-exporter"
     for name, item in env.items():
-        if "PASSWORD" in name:
+        if "JAAS" in name or "PASSWORD" in name:
             assert "value" not in item, name
     for key in conf:
         if "JAAS" in key:
@@ -346,7 +345,7 @@ def test_kafka_settings_reach_the_jobs_as_they_read_them(
 ) -> None:
     """The environment Spark gives driver and executors, with the Secret's JAAS line and the CA file in
     place, is what the jobs' own KafkaSecurity accepts, with the protocol the values asked for."""
-    from jobs.common.config import KafkaSecurity  # noqa: PLC0415 - the jobs' newest module, only here
+    from contracts.kafka_security import KafkaSecurity  # noqa: PLC0415 - the clients' contract, only here
 
     values = merged_values(scenario)
     for pod in spark_pods(one(render(helm, scenario), "SparkApplication")):
@@ -382,12 +381,12 @@ def test_exporter_settings_are_its_real_flags(helm: Path, scenario: Scenario, tm
     (container,) = pod_spec["containers"]
     env = {}
     for item in container["env"]:
-        env[item["name"]] = item.get("value", "from-the-secret")
+        env[item["name"]] = item.get("value", SCRAM_JAAS_LINE)  # the Secret's JAAS line
     mounts = {mount["mountPath"]: mount for mount in container["volumeMounts"]}
-    if "STREAMSTACK_LAG_SSL_CAFILE" in env:
-        ca_file = Path(env["STREAMSTACK_LAG_SSL_CAFILE"])
+    if "STREAMSTACK_KAFKA_SSL_CA_FILE" in env:
+        ca_file = Path(env["STREAMSTACK_KAFKA_SSL_CA_FILE"])
         assert str(ca_file.parent) in mounts
-        env["STREAMSTACK_LAG_SSL_CAFILE"] = str(tmp_path / "ca.crt")
+        env["STREAMSTACK_KAFKA_SSL_CA_FILE"] = str(tmp_path / "ca.crt")
         (tmp_path / "ca.crt").write_text("test CA")
     # The exporter's own parser reads the rendered environment and arguments.
     config = parse_exporter_args(container.get("args", []), env)

@@ -32,7 +32,6 @@ from tests.infra.conftest import (
 CA_SECRET = "streamstack-cluster-ca-cert"
 SECRET_TYPE = "kubernetes:core/v1:Secret"
 CA_FILE = "STREAMSTACK_KAFKA_SSL_CA_FILE"
-EXPORTER_CA_FILE = "STREAMSTACK_LAG_SSL_CAFILE"
 
 
 @pytest.fixture(scope="module", params=["dev", "prod"])
@@ -92,7 +91,7 @@ def test_the_stacks_clients_use_tls_exactly_when_clienttls_says(rendered: Render
     pod, container = exporter_pod(rendered)
     environment = {item["name"]: item.get("value") for item in container["env"]}
     assert environment["STREAMSTACK_LAG_BOOTSTRAP_SERVERS"] == bootstrap
-    assert environment["STREAMSTACK_LAG_SECURITY_PROTOCOL"] == protocol
+    assert environment["STREAMSTACK_KAFKA_SECURITY_PROTOCOL"] == protocol
     ca_volumes = [volume for volume in pod["volumes"] if "secret" in volume]
     if tls:
         (copy,) = copies
@@ -105,9 +104,9 @@ def test_the_stacks_clients_use_tls_exactly_when_clienttls_says(rendered: Render
         assert volume["secret"]["secretName"] == CA_SECRET
         (mount,) = [item for item in container["volumeMounts"] if item["name"] == volume["name"]]
         assert mount["readOnly"] is True
-        assert environment[EXPORTER_CA_FILE] == f"{mount['mountPath']}/ca.crt"
+        assert environment[CA_FILE] == f"{mount['mountPath']}/ca.crt"
     else:
-        assert copies == [] and ca_volumes == [] and EXPORTER_CA_FILE not in environment
+        assert copies == [] and ca_volumes == [] and CA_FILE not in environment
         assert "kafkaCaSecret" not in rendered.outputs
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from contracts.kafka_security import jaas_config
 from infra.components.lag_exporter import LagExporter, LagExporterArgs
 from infra.config import ConfigError, LagExporterConfig
 from infra.network import Peers
@@ -47,8 +48,14 @@ def container_of(deployment: dict[str, Any]) -> dict[str, Any]:
 
 
 def environment(container: dict[str, Any]) -> dict[str, str]:
-    """The container's environment, a Secret's value standing in for each secretKeyRef."""
-    return {item["name"]: item.get("value", "from-the-secret") for item in container["env"]}
+    """The container's environment, with what Strimzi writes into a KafkaUser's Secret (the JAAS line of the
+    user the Secret is named after) standing in for each secretKeyRef."""
+    return {
+        item["name"]: item["value"]
+        if "value" in item
+        else jaas_config(item["valueFrom"]["secretKeyRef"]["name"], "from-the-secret")
+        for item in container["env"]
+    }
 
 
 def test_the_component_installs_our_chart(mocked: Callable[[str], Stack]) -> None:
@@ -69,10 +76,10 @@ def test_the_component_installs_our_chart(mocked: Callable[[str], Stack]) -> Non
 def test_settings_and_environment_are_what_the_exporter_parses(mocked: Callable[[str], Stack]) -> None:
     _, objects = build_exporter(mocked)
     container = container_of(objects.manifest("Deployment", "lag-exporter"))
-    password = next(item for item in container["env"] if item["name"] == "STREAMSTACK_LAG_SASL_PASSWORD")
-    assert password == {
-        "name": "STREAMSTACK_LAG_SASL_PASSWORD",
-        "valueFrom": {"secretKeyRef": {"name": "lag-exporter", "key": "password"}},
+    jaas = next(item for item in container["env"] if item["name"] == "STREAMSTACK_KAFKA_SASL_JAAS_CONFIG")
+    assert jaas == {
+        "name": "STREAMSTACK_KAFKA_SASL_JAAS_CONFIG",
+        "valueFrom": {"secretKeyRef": {"name": "lag-exporter", "key": "sasl.jaas.config"}},
     }
     # Parse the exact arguments and environment with the exporter's own parser.
     parsed = parse_args(container.get("args", []), environment(container))
@@ -80,7 +87,7 @@ def test_settings_and_environment_are_what_the_exporter_parses(mocked: Callable[
     assert parsed.bootstrap_servers == BOOTSTRAP
     assert parsed.security.security_protocol == "SASL_PLAINTEXT"
     assert parsed.security.sasl_mechanism == "SCRAM-SHA-512"
-    assert parsed.security.sasl_username == "lag-exporter"
+    assert parsed.security.username == "lag-exporter"
     assert (parsed.listen_host, parsed.listen_port) == ("0.0.0.0", exporter.port)
     assert (parsed.refresh_interval, parsed.window) == (exporter.refresh_interval, exporter.window)
     assert parsed.is_shadow("streamstack-clickstream-windows")

@@ -197,7 +197,7 @@ def test_secrets_referenced_by_pods_are_kafka_user_secrets_in_their_namespace(
     deployment = objects.manifest("Deployment", "lag-exporter")
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     secret_refs = [env["valueFrom"]["secretKeyRef"] for env in container["env"] if "valueFrom" in env]
-    assert secret_refs == [{"name": "lag-exporter", "key": "password"}]
+    assert secret_refs == [{"name": "lag-exporter", "key": "sasl.jaas.config"}]
     assert (deployment["metadata"]["namespace"], "lag-exporter") in users
     (strimzi,) = [r for r in stack.of_kind("Release") if r.inputs["name"] == "strimzi"]
     assert {namespace for namespace, _ in users} <= set(strimzi.inputs["values"]["watchNamespaces"])

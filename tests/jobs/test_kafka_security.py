@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.common.config import ConfigError, KafkaSecurity, streaming_job_config, streaming_job_parser
+from contracts.errors import ConfigError
+from contracts.kafka_security import KafkaSecurity
+from jobs.common.config import streaming_job_config, streaming_job_parser
 
 JAAS = (
     'org.apache.kafka.common.security.scram.ScramLoginModule required username="job-a" password="s3\\"cret";'

@@ -23,9 +23,9 @@ from kafka import TopicPartition
 from kafka.errors import KafkaError
 from pyspark.sql import SparkSession
 
+from contracts.kafka_security import KafkaSecurity
 from jobs.clickstream_windows.config import WindowJobConfig
 from jobs.clickstream_windows.main import start_queries
-from jobs.common.config import KafkaSecurity
 from jobs.common.shadow_group import ShadowGroupCommitter
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.local.kafka_security import SecuredListeners

@@ -17,6 +17,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.consumer import OffsetSpec
 from kafka.structs import OffsetAndMetadata
 
+from contracts.kafka_security import jaas_config
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.local.kafka_security import SecuredListeners, TlsMaterial, make_tls_material
 from streamstack.runtimes import Runtimes
@@ -92,18 +93,23 @@ def admin_ground_truth(kafka: LocalKafka) -> dict[tuple[str, int], tuple[int, in
     }
 
 
-def exporter_environment(password: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("STREAMSTACK_LAG_")}
-    return {**env, "STREAMSTACK_LAG_SASL_USERNAME": USER, "STREAMSTACK_LAG_SASL_PASSWORD": password}
-
-
-def security_flags(secured: SecuredBroker, protocol: str) -> list[str]:
-    flags = ["--bootstrap-servers", secured.kafka.address(protocol), "--security-protocol", protocol]
+def exporter_environment(secured: SecuredBroker, protocol: str, password: str) -> dict[str, str]:
+    """The login every client of ours reads (contracts.kafka_security), as the chart sets it."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("STREAMSTACK_")}
+    env["STREAMSTACK_KAFKA_SECURITY_PROTOCOL"] = protocol
     if protocol.startswith("SASL_"):
-        flags += ["--sasl-mechanism", "SCRAM-SHA-512"]
+        env["STREAMSTACK_KAFKA_SASL_MECHANISM"] = "SCRAM-SHA-512"
+        env["STREAMSTACK_KAFKA_SASL_JAAS_CONFIG"] = jaas_config(USER, password)
     if protocol.endswith("SSL"):
-        flags += ["--ssl-cafile", str(secured.tls.ca_certificate)]
-    return [*flags, "--refresh-interval", "0.5", "--window", "2", "--kafka-timeout", "2"]
+        env["STREAMSTACK_KAFKA_SSL_CA_FILE"] = str(secured.tls.ca_certificate)
+    return env
+
+
+def exporter_flags(secured: SecuredBroker, protocol: str) -> list[str]:
+    return [
+        *("--bootstrap-servers", secured.kafka.address(protocol)),
+        *("--refresh-interval", "0.5", "--window", "2", "--kafka-timeout", "2"),
+    ]
 
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL", "SSL"])
@@ -117,10 +123,10 @@ def test_lag_through_a_secured_listener_equals_the_admin_api(
         labels = f'group="{group}",partition="{partition}",source="group",topic="{TOPIC}"'
         return f"streamstack_lag_{name}{{{labels}}}"
 
-    flags = security_flags(secured, protocol)
+    flags = exporter_flags(secured, protocol)
     started = time.time()
     with running_exporter(
-        flags, tmp_path / "exporter.log", env=exporter_environment(secured.password)
+        flags, tmp_path / "exporter.log", env=exporter_environment(secured, protocol, secured.password)
     ) as run:
         wait_for(
             lambda: all(series("records", group, p) in scrape(run.url) for group, p in truth),
@@ -150,8 +156,9 @@ def test_a_wrong_password_serves_up_0_keeps_running_and_never_shows_the_password
     secured: SecuredBroker, tmp_path: Path
 ) -> None:
     wrong = secrets.token_urlsafe(18)
-    flags = [*security_flags(secured, "SASL_PLAINTEXT"), "--kafka-timeout", "1", "--log-level", "DEBUG"]
-    with running_exporter(flags, tmp_path / "exporter.log", env=exporter_environment(wrong)) as run:
+    flags = [*exporter_flags(secured, "SASL_PLAINTEXT"), "--kafka-timeout", "1", "--log-level", "DEBUG"]
+    environment = exporter_environment(secured, "SASL_PLAINTEXT", wrong)
+    with running_exporter(flags, tmp_path / "exporter.log", env=environment) as run:
 
         def failed_collections() -> float:
             return scrape(run.url)['streamstack_lag_exporter_errors_total{kind="kafka"}']

@@ -10,8 +10,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
+from contracts.errors import ConfigError
+from contracts.kafka_security import jaas_config
 from monitoring.lag_exporter.collector import ExporterHealth, LagCollector
-from monitoring.lag_exporter.config import ConfigError, ExporterConfig, parse_args
+from monitoring.lag_exporter.config import ExporterConfig, parse_args
 from monitoring.lag_exporter.loop import Refresher
 from monitoring.lag_exporter.record_batches import parse_commit_key
 from monitoring.lag_exporter.snapshot import (
@@ -237,13 +239,11 @@ def test_config_defaults_flags_and_environment() -> None:
         "STREAMSTACK_LAG_BOOTSTRAP_SERVERS": "k:9093",
         "STREAMSTACK_LAG_REFRESH_INTERVAL": "2.5",
         "STREAMSTACK_LAG_GROUP_DENY": "console-.*,tmp-.*",
-        "STREAMSTACK_LAG_SASL_USERNAME": "user",
-        "STREAMSTACK_LAG_SASL_PASSWORD": "secret",
+        "STREAMSTACK_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "STREAMSTACK_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+        "STREAMSTACK_KAFKA_SASL_JAAS_CONFIG": jaas_config("user", "secret"),
     }
-    config = parse_args(
-        ["--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "SCRAM-SHA-512", "--listen", ":9400"],
-        env=env,
-    )
+    config = parse_args(["--listen", ":9400"], env=env)
     assert config.bootstrap_servers == "k:9093" and config.refresh_interval == 2.5
     assert config.listen_host == "127.0.0.1" and config.listen_port == 9400
     assert not config.groups("console-consumer-1") and config.groups("orders")
@@ -269,13 +269,30 @@ def test_config_defaults_flags_and_environment() -> None:
         (["--bootstrap-servers", "k:1", "--listen", "nowhere"], "--listen"),
         (["--bootstrap-servers", "k:1", "--group-allow", "("], "--group-allow"),
         (["--bootstrap-servers", "k:1", "--checkpoint-dir", "/no/name"], "--checkpoint-dir"),
-        (["--bootstrap-servers", "k:1", "--security-protocol", "SASL_SSL"], "--sasl-mechanism"),
-        (["--bootstrap-servers", "k:1", "--ssl-cafile", "/no/such/ca.pem"], "--ssl-cafile"),
     ],
 )
 def test_config_errors_name_the_flag(argv: list[str], flag: str) -> None:
     with pytest.raises(ConfigError, match=flag):
         parse_args(argv, env={})
+
+
+@pytest.mark.parametrize(
+    ("env", "variable"),
+    [
+        ({"STREAMSTACK_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"}, "STREAMSTACK_KAFKA_SASL_MECHANISM"),
+        (
+            {
+                "STREAMSTACK_KAFKA_SECURITY_PROTOCOL": "SSL",
+                "STREAMSTACK_KAFKA_SSL_CA_FILE": "/no/such/ca.pem",
+            },
+            "STREAMSTACK_KAFKA_SSL_CA_FILE",
+        ),
+    ],
+)
+def test_kafka_login_errors_name_the_variable(env: dict[str, str], variable: str) -> None:
+    """The exporter reads the same login variables as the jobs, with the same checks."""
+    with pytest.raises(ConfigError, match=variable):
+        parse_args(["--bootstrap-servers", "k:1"], env=env)
 
 
 # -- collector ------------------------------------------------------------------------------------------

@@ -43,8 +43,8 @@ from kafka.structs import OffsetAndMetadata
 from prometheus_client import CollectorRegistry
 from pyspark.sql import SparkSession
 
+from contracts.kafka_security import KafkaSecurity
 from contracts.pipeline import load_pipeline
-from jobs.common.config import KafkaSecurity
 from jobs.common.kafka_io import write_kafka_batch
 from monitoring.lag_exporter.collector import ExporterHealth
 from monitoring.lag_exporter.config import parse_args as exporter_args
@@ -257,7 +257,7 @@ def test_clients_on_tls_make_the_rehearsal_use_sasl_ssl(rendered: RenderedStack)
     for manifest in objects:
         for container in manifest.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
             for variable in container.get("env", []):
-                if variable["name"] == "STREAMSTACK_LAG_SECURITY_PROTOCOL":
+                if variable["name"] == "STREAMSTACK_KAFKA_SECURITY_PROTOCOL":
                     variable["value"] = "SASL_SSL"
     assert rendered_security_protocol(objects) == "SASL_SSL"
 
@@ -348,7 +348,7 @@ def test_the_lag_exporter_collects_as_its_own_user_and_may_write_nothing(
     ]
     environment = {
         **{variable["name"]: variable["value"] for variable in container["env"] if "value" in variable},
-        **rehearsal.exporter_environment(user.name),
+        **rehearsal.client_environment(user.name),
         "STREAMSTACK_LAG_BOOTSTRAP_SERVERS": rehearsal.bootstrap_servers,
         "STREAMSTACK_LAG_LISTEN": "127.0.0.1:0",
     }
@@ -521,7 +521,6 @@ def test_sasl_ssl_with_the_brokers_ca(runtimes: Runtimes, tmp_path: Path) -> Non
         environment = kafka.client_environment(user.name)
         assert environment["STREAMSTACK_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
         assert environment["STREAMSTACK_KAFKA_SSL_CA_FILE"] == str(kafka.ca_file)
-        assert kafka.exporter_environment(user.name)["STREAMSTACK_LAG_SSL_CAFILE"] == str(kafka.ca_file)
         options = login(kafka, user.name)
         produce(options, "tls-events")
         assert read_some(options, "tls-events", 1, None) == 1

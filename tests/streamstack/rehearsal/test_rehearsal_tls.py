@@ -21,7 +21,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from pyspark.sql import SparkSession
 
-from jobs.common.config import KafkaSecurity, StreamingJobConfig
+from contracts.kafka_security import KafkaSecurity
+from jobs.common.config import StreamingJobConfig
 from jobs.common.kafka_io import kafka_options, read_kafka_stream, write_kafka_batch
 from monitoring.lag_exporter.collector import ExporterHealth
 from monitoring.lag_exporter.config import ExporterConfig
@@ -38,7 +39,6 @@ pytestmark = pytest.mark.integration
 
 JOB = "user-view"  # reads and writes its own output topic, so one user exercises sink and source
 JOB_CA_FILE = "STREAMSTACK_KAFKA_SSL_CA_FILE"
-EXPORTER_CA_FILE = "STREAMSTACK_LAG_SSL_CAFILE"
 
 
 @pytest.fixture(scope="module")
@@ -122,10 +122,10 @@ def exporter_config(prod: RenderedStack, broker: RehearsalKafka, workdir: Path) 
     arguments = [
         arg for arg in container["args"] if "=/checkpoints/" not in arg and arg != "--checkpoint-dir"
     ]
-    password = broker.exporter_environment(user.name)["STREAMSTACK_LAG_SASL_PASSWORD"]  # the secretKeyRef's
+    jaas = broker.client_environment(user.name)["STREAMSTACK_KAFKA_SASL_JAAS_CONFIG"]  # the secretKeyRef's
     environment = {
         **remounted({v["name"]: v["value"] for v in container["env"] if "value" in v}, mounts),
-        "STREAMSTACK_LAG_SASL_PASSWORD": password,
+        "STREAMSTACK_KAFKA_SASL_JAAS_CONFIG": jaas,
         "STREAMSTACK_LAG_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
         "STREAMSTACK_LAG_LISTEN": "127.0.0.1:0",
     }
@@ -202,12 +202,12 @@ def test_the_exporter_collects_over_sasl_ssl_with_the_mounted_ca_and_fails_witho
 ) -> None:
     config = exporter_config(prod, broker, tmp_path)
     assert config.security.security_protocol == "SASL_SSL"
-    assert config.security.ssl_cafile is not None and Path(config.security.ssl_cafile).is_file()
+    assert config.security.ssl_ca_file is not None and Path(config.security.ssl_ca_file).is_file()
     collected, _ = collect(config)
     assert collected
     assert broker.acl_denials().get("User:lag-exporter", []) == []
 
-    untrusting = replace(config, security=replace(config.security, ssl_cafile=None), kafka_timeout=3.0)
+    untrusting = replace(config, security=replace(config.security, ssl_ca_file=None), kafka_timeout=3.0)
     with caplog.at_level(logging.WARNING):
         collected, _ = collect(untrusting)
     assert not collected
