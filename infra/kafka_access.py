@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from contracts.shadow_groups import job_shadow_groups
 from infra.config import JobConfig
 
 # Spark's Kafka source names its consumer groups `spark-kafka-source-<uuid>-...` and batch reads
@@ -77,7 +78,9 @@ def job_user(job: JobConfig, shadow_group_prefix: str) -> KafkaUserSpec:
     """Read its input topics, write its outputs and dead letters, commit its own shadow groups
     (`<prefix><job>` and `<prefix><job>.<query>`), and use Spark's fetch-only consumer groups."""
     acls = _topic_acls(job.read_topics, job.written_topics)
-    acls.append(Acl("group", ("Describe", "Read"), f"{shadow_group_prefix}{job.name}", "prefix"))
+    acls.append(
+        Acl("group", ("Describe", "Read"), job_shadow_groups(job.name, shadow_group_prefix), "prefix")
+    )
     acls.extend(Acl("group", ("Describe", "Read"), prefix, "prefix") for prefix in SPARK_GROUP_PREFIXES)
     return KafkaUserSpec(job.name, tuple(acls))
 

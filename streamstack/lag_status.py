@@ -39,15 +39,33 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from contracts.metrics import (
+    BATCH_UTILIZATION,
+    CHECKPOINT_READABLE,
+    EXPORTER_LAST_SUCCESS,
+    EXPORTER_STALE,
+    EXPORTER_UP,
+    GROUP_MAX_SECONDS,
+    GROUP_RECORDS,
+    GROUP_STATUS_CODE,
+    GROUP_STATUSES,
+    LAG_PREFIX,
+    PARTITION_STATUSES,
+    QUERY_ACTIVE,
+    QUERY_FAILED,
+    QUERY_PREFIX,
+    RATE_LIMITED,
+    STATUS_CODE,
+    STATUS_CODES,
+    WATERMARK_DELAY_SECONDS,
+)
+from contracts.shadow_groups import SHADOW_GROUP_PREFIX
 from streamstack.errors import StreamstackError
 from streamstack.local.stack import require_running_state
 from streamstack.paths import default_workdir
 
-LAG_PREFIX = "streamstack_lag_"
-QUERY_PREFIX = "streamstack_query_"
-DEFAULT_SHADOW_PREFIX = "streamstack-"
-GROUP_STATUS_NAMES = {1: "OK", 2: "WARN", 3: "ERR"}
-PARTITION_STATUS_NAMES = {1: "OK", 2: "WARN", 4: "STOP", 5: "STALL", 6: "REWIND"}
+GROUP_STATUS_NAMES = {STATUS_CODES[name]: name for name in GROUP_STATUSES}
+PARTITION_STATUS_NAMES = {STATUS_CODES[name]: name for name in PARTITION_STATUSES}
 
 Samples = list[tuple[str, dict[str, str], float]]
 
@@ -71,8 +89,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--shadow-prefix",
-        default=DEFAULT_SHADOW_PREFIX,
-        help=f"group id prefix of the jobs' shadow groups (default {DEFAULT_SHADOW_PREFIX})",
+        default=SHADOW_GROUP_PREFIX,
+        help=f"group id prefix of the jobs' shadow groups (default {SHADOW_GROUP_PREFIX})",
     )
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each endpoint")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -150,16 +168,16 @@ def parse_exporter(url: str, samples: Samples) -> tuple[ExporterState, list[Cons
         values = [value for sample_name, _, value in samples if sample_name == LAG_PREFIX + name]
         return values[0] if values else None
 
-    last_success = single("exporter_last_success_timestamp_seconds")
+    last_success = single(EXPORTER_LAST_SUCCESS)
     unreadable = sorted(
         labels["group"]
         for name, labels, value in samples
-        if name == LAG_PREFIX + "checkpoint_readable" and value == 0 and "group" in labels
+        if name == LAG_PREFIX + CHECKPOINT_READABLE and value == 0 and "group" in labels
     )
     health = ExporterState(
         url=url,
-        up=single("exporter_up") == 1,
-        stale=single("exporter_stale") == 1,
+        up=single(EXPORTER_UP) == 1,
+        stale=single(EXPORTER_STALE) == 1,
         last_success_timestamp_seconds=last_success if last_success else None,
         unreadable_checkpoints=tuple(unreadable),
     )
@@ -169,13 +187,13 @@ def parse_exporter(url: str, samples: Samples) -> tuple[ExporterState, list[Cons
             continue
         entry = per_group.setdefault((labels["source"], labels["group"]), {"topics": set(), "worst": 1})
         metric = name.removeprefix(LAG_PREFIX)
-        if metric == "group_records":
+        if metric == GROUP_RECORDS:
             entry["lag"] = int(value)
-        elif metric == "group_max_seconds":
+        elif metric == GROUP_MAX_SECONDS:
             entry["seconds"] = value
-        elif metric == "group_status_code":
+        elif metric == GROUP_STATUS_CODE:
             entry["status"] = GROUP_STATUS_NAMES.get(int(value), str(int(value)))
-        elif metric == "status_code":
+        elif metric == STATUS_CODE:
             entry["topics"].add(labels["topic"])
             entry["worst"] = max(entry["worst"], int(value))
     consumers = [
@@ -212,15 +230,15 @@ def parse_job(samples: Samples) -> list[Backpressure]:
             by_query.setdefault(labels["query"], {})[name.removeprefix(QUERY_PREFIX)] = value
     result = []
     for query, values in sorted(by_query.items()):
-        failed, active = values.get("failed") == 1, values.get("active") == 1
-        rate_limited = values.get("rate_limited")
+        failed, active = values.get(QUERY_FAILED) == 1, values.get(QUERY_ACTIVE) == 1
+        rate_limited = values.get(RATE_LIMITED)
         result.append(
             Backpressure(
                 query=query,
                 state="failed" if failed else ("running" if active else "stopped"),
-                batch_utilization=values.get("batch_utilization"),
+                batch_utilization=values.get(BATCH_UTILIZATION),
                 rate_limited=None if rate_limited is None else rate_limited == 1,
-                watermark_delay_seconds=values.get("watermark_delay_seconds"),
+                watermark_delay_seconds=values.get(WATERMARK_DELAY_SECONDS),
             )
         )
     return result

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from contracts.pipeline import FLAG_PATTERN, PACKAGE_PATTERN, TOPIC_NAME_PATTERN, load_pipeline
+from contracts.shadow_groups import SHADOW_GROUP_PREFIX
 from infra.config import versions
 from infra.config.base import (
     _DNS_LABEL,
@@ -37,7 +38,7 @@ class SparkConfig:
     image_pull_policy: str = "IfNotPresent"
     application_root: str = "/opt/streamstack/app"
     service_account: str = "spark"
-    shadow_group_prefix: str = "streamstack-"
+    shadow_group_prefix: str = SHADOW_GROUP_PREFIX
 
     def __post_init__(self) -> None:
         major = _version(setting("spark.version"), self.version)[0]

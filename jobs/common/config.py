@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from contracts.errors import ConfigError
 from contracts.kafka_security import KafkaSecurity
+from contracts.shadow_groups import SHADOW_GROUP_PREFIX
 
 _DURATION = re.compile(r"^\d+ (millisecond|second|minute|hour|day)s?$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -65,7 +66,7 @@ class StreamingJobConfig:
     shuffle_partitions: int = 4
     extra_jars: tuple[str, ...] = ()
     spark_conf: dict[str, str] = field(default_factory=dict)
-    shadow_group_prefix: str | None = "streamstack-"
+    shadow_group_prefix: str | None = SHADOW_GROUP_PREFIX
     dead_letter_topic: str = "dead-letters"
     event_limits: EventLimits = field(default_factory=EventLimits)
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
@@ -203,7 +204,7 @@ def add_streaming_job_arguments(parser: argparse.ArgumentParser, *, query_name: 
     )
     parser.add_argument(
         "--shadow-group-prefix",
-        default="streamstack-",
+        default=SHADOW_GROUP_PREFIX,
         help="each query commits its batches' end offsets to the group <prefix><query name>",
     )
     parser.add_argument(

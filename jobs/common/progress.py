@@ -21,10 +21,18 @@ from prometheus_client.registry import Collector
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from contracts.metrics import (
+    BATCH_UTILIZATION,
+    QUERY_ACTIVE,
+    QUERY_FAILED,
+    QUERY_PREFIX,
+    RATE_LIMITED,
+    WATERMARK_DELAY_SECONDS,
+)
+from contracts.shadow_groups import shadow_group
 from jobs.common.config import StreamingJobConfig
 from jobs.common.shadow_group import ShadowGroupCommitter
 
-PREFIX = "streamstack_query"
 OBSERVED_DEAD_LETTERS = "dead_letters"
 
 
@@ -146,13 +154,13 @@ class QueryProgressCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> GaugeMetricFamily:
-            return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["query", *labels])
+            return GaugeMetricFamily(QUERY_PREFIX + name, doc, labels=["query", *labels])
 
         def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> CounterMetricFamily:
-            return CounterMetricFamily(f"{PREFIX}_{name}", doc, labels=["query", *labels])
+            return CounterMetricFamily(QUERY_PREFIX + name, doc, labels=["query", *labels])
 
-        active = gauge("active", "1 while the query runs, 0 once it has stopped")
-        failed = gauge("failed", "1 if the query stopped with an exception")
+        active = gauge(QUERY_ACTIVE, "1 while the query runs, 0 once it has stopped")
+        failed = gauge(QUERY_FAILED, "1 if the query stopped with an exception")
         input_rate = gauge("input_rows_per_second", "Rate at which rows arrived in the last batch")
         processed_rate = gauge("processed_rows_per_second", "Rate at which the last batch processed rows")
         batch_duration = gauge("batch_duration_seconds", "Trigger execution time of the last batch")
@@ -183,15 +191,15 @@ class QueryProgressCollector(Collector):
             "dead_letters", "Malformed input records sent to the dead-letter topic, by reason", ("reason",)
         )
         utilization = gauge(
-            "batch_utilization",
+            BATCH_UTILIZATION,
             "Trigger execution time of the last batch / trigger interval; above 1 the query falls behind",
         )
         rate_limited = gauge(
-            "rate_limited",
+            RATE_LIMITED,
             "1 if the last batch stopped short of the latest offsets because of maxOffsetsPerTrigger",
         )
         watermark_delay = gauge(
-            "watermark_delay_seconds", "How far the watermark trails the last batch's trigger time"
+            WATERMARK_DELAY_SECONDS, "How far the watermark trails the last batch's trigger time"
         )
         since_progress = gauge(
             "seconds_since_last_progress", "Seconds since the query last reported a batch or being idle"
@@ -295,7 +303,7 @@ class ShadowGroups:
             if committer is None:
                 committer = ShadowGroupCommitter(
                     self._bootstrap_servers,
-                    f"{self._prefix}{query_name}",
+                    shadow_group(query_name, self._prefix),
                     client_options=self._client_options,
                 )
                 self._committers[query_name] = committer

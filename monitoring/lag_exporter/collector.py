@@ -39,10 +39,20 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 from prometheus_client.metrics_core import Metric
 
+from contracts.metrics import (
+    CHECKPOINT_READABLE,
+    EXPORTER_LAST_SUCCESS,
+    EXPORTER_STALE,
+    EXPORTER_UP,
+    GROUP_MAX_SECONDS,
+    GROUP_RECORDS,
+    GROUP_STATUS_CODE,
+    LAG_PREFIX,
+    STATUS_CODE,
+)
 from monitoring.lag_exporter.snapshot import PartitionLag, Snapshot
 from monitoring.lag_exporter.status import GROUP_STATUSES, PARTITION_STATUSES, Status
 
-PREFIX = "streamstack_lag_"
 ERROR_KINDS = ("kafka", "group", "checkpoint", "timestamp", "commit_log", "internal")
 
 
@@ -51,27 +61,27 @@ class ExporterHealth:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.up = Gauge(
-            PREFIX + "exporter_up",
+            LAG_PREFIX + EXPORTER_UP,
             "1 if the last collection reached Kafka, 0 if it failed",
             registry=registry,
         )
         self.stale = Gauge(
-            PREFIX + "exporter_stale",
+            LAG_PREFIX + EXPORTER_STALE,
             "1 while the values served are from an older collection because the last one failed",
             registry=registry,
         )
         self.duration = Gauge(
-            PREFIX + "exporter_collection_duration_seconds",
+            LAG_PREFIX + "exporter_collection_duration_seconds",
             "How long the last collection took",
             registry=registry,
         )
         self.last_success = Gauge(
-            PREFIX + "exporter_last_success_timestamp_seconds",
+            LAG_PREFIX + EXPORTER_LAST_SUCCESS,
             "Unix time of the last successful collection",
             registry=registry,
         )
         self.errors = Counter(
-            PREFIX + "exporter_errors",
+            LAG_PREFIX + "exporter_errors",
             "Errors while collecting, by kind (kafka, group, checkpoint, timestamp, commit_log, internal)",
             ["kind"],
             registry=registry,
@@ -136,16 +146,16 @@ _PARTITION_FAMILIES = (
         statuses=PARTITION_STATUSES,
     ),
     _Family(
-        "status_code",
+        STATUS_CODE,
         "Partition status as a number: OK 1, WARN 2, STOP 4, STALL 5, REWIND 6",
         lambda r: r.status.code,
     ),
 )
 _GROUP_FAMILIES = (
-    _Family("group_records", "Sum of the lag in records over the group's partitions", lambda g: g.lag),
+    _Family(GROUP_RECORDS, "Sum of the lag in records over the group's partitions", lambda g: g.lag),
     _Family("group_max_records", "Highest lag in records of any partition of the group", lambda g: g.max_lag),
     _Family(
-        "group_max_seconds",
+        GROUP_MAX_SECONDS,
         "Highest lag in seconds of any partition of the group",
         lambda g: g.max_lag_seconds,
     ),
@@ -154,7 +164,7 @@ _GROUP_FAMILIES = (
         "Burrow-style group status: 1 for the current status (OK, WARN, ERR)",
         statuses=GROUP_STATUSES,
     ),
-    _Family("group_status_code", "Group status as a number: OK 1, WARN 2, ERR 3", lambda g: g.status.code),
+    _Family(GROUP_STATUS_CODE, "Group status as a number: OK 1, WARN 2, ERR 3", lambda g: g.status.code),
 )
 _OFFSET_FAMILIES = (
     _Family("partition_earliest_offset", "Earliest offset kept in the partition", lambda o: o.earliest),
@@ -162,7 +172,7 @@ _OFFSET_FAMILIES = (
 )
 _CHECKPOINT_FAMILIES = (
     _Family(
-        "checkpoint_readable",
+        CHECKPOINT_READABLE,
         "1 if the Spark checkpoint could be read at the last collection, 0 if missing or corrupt",
         lambda c: 1 if c.readable else 0,
     ),
@@ -228,14 +238,14 @@ class LagCollector:
             for family in table.families:
                 if family.value is None:
                     metric = GaugeMetricFamily(
-                        PREFIX + family.name, family.documentation, labels=[*table.label_names, "status"]
+                        LAG_PREFIX + family.name, family.documentation, labels=[*table.label_names, "status"]
                     )
                     for values, row in table.rows:
                         for candidate in family.statuses:
                             metric.add_metric([*values, candidate.name], 1 if candidate is row.status else 0)
                 else:
                     metric = GaugeMetricFamily(
-                        PREFIX + family.name, family.documentation, labels=table.label_names
+                        LAG_PREFIX + family.name, family.documentation, labels=table.label_names
                     )
                     for values, row in table.rows:
                         metric.add_metric(values, family.value(row))
@@ -267,7 +277,7 @@ def render_lag_text(snapshot: Snapshot, rows_per_chunk: int = 2000) -> Iterator[
             parts = [f'{table.label_names[i]}="{_escape(values[i])}"' for i in order]
             labels.append((",".join(parts), sum(len(part) + 1 for part in parts[:split])))
         for family in table.families:
-            name = PREFIX + family.name
+            name = LAG_PREFIX + family.name
             documentation = family.documentation.replace("\\", r"\\").replace("\n", r"\n")
             lines = [f"# HELP {name} {documentation}\n# TYPE {name} gauge\n"]
             for (_, row), (all_labels, cut) in zip(table.rows, labels, strict=True):

@@ -25,6 +25,7 @@ from contracts.kafka_security import (
     PROTOCOL_VARIABLE,
     KafkaSecurity,
 )
+from contracts.shadow_groups import SHADOW_GROUP_PREFIX
 
 ENV_PREFIX = "STREAMSTACK_LAG_"
 Granularity = Literal["partition", "topic"]
@@ -76,7 +77,7 @@ class ExporterConfig:
     window: float = 300.0
     kafka_timeout: float = 10.0
     granularity: Granularity = "partition"
-    shadow_prefix: str = "streamstack-"
+    shadow_prefix: str = SHADOW_GROUP_PREFIX
     groups: NameFilter = field(default_factory=NameFilter)
     topics: NameFilter = field(default_factory=NameFilter)
     checkpoints: tuple[CheckpointDir, ...] = ()
@@ -192,8 +193,8 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--shadow-prefix",
-        default=default("--shadow-prefix", "streamstack-"),
-        help='groups whose id starts with this are labelled source="shadow" (default streamstack-)',
+        default=default("--shadow-prefix", SHADOW_GROUP_PREFIX),
+        help=f'groups whose id starts with this are labelled source="shadow" (default {SHADOW_GROUP_PREFIX})',
     )
     for what in ("group", "topic"):
         for verb in ("allow", "deny"):

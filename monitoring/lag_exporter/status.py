@@ -42,14 +42,16 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from contracts.metrics import STATUS_CODES
+
 
 class Status(enum.Enum):
-    OK = 1
-    WARN = 2
-    ERR = 3
-    STOP = 4
-    STALL = 5
-    REWIND = 6
+    OK = STATUS_CODES["OK"]
+    WARN = STATUS_CODES["WARN"]
+    ERR = STATUS_CODES["ERR"]
+    STOP = STATUS_CODES["STOP"]
+    STALL = STATUS_CODES["STALL"]
+    REWIND = STATUS_CODES["REWIND"]
 
     @property
     def code(self) -> int:

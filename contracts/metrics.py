@@ -1,0 +1,31 @@
+"""The metric names and codes the jobs and the lag exporter serve and `streamstack status` reads.
+
+The rules and dashboards (monitoring/rules, monitoring/dashboards) are checked against live series by the
+tests; these are the names that Python code on both sides of a scrape must agree on.
+"""
+
+from __future__ import annotations
+
+# The lag exporter's families: LAG_PREFIX + one of these.
+LAG_PREFIX = "streamstack_lag_"
+EXPORTER_UP = "exporter_up"
+EXPORTER_STALE = "exporter_stale"
+EXPORTER_LAST_SUCCESS = "exporter_last_success_timestamp_seconds"
+STATUS_CODE = "status_code"  # per partition (or topic), Burrow's partition statuses
+GROUP_RECORDS = "group_records"
+GROUP_MAX_SECONDS = "group_max_seconds"
+GROUP_STATUS_CODE = "group_status_code"
+CHECKPOINT_READABLE = "checkpoint_readable"
+
+# A job's per-query families: QUERY_PREFIX + one of these, labelled {query}.
+QUERY_PREFIX = "streamstack_query_"
+QUERY_ACTIVE = "active"
+QUERY_FAILED = "failed"
+BATCH_UTILIZATION = "batch_utilization"
+RATE_LIMITED = "rate_limited"
+WATERMARK_DELAY_SECONDS = "watermark_delay_seconds"
+
+# Burrow's status codes, the values of STATUS_CODE (OK..REWIND but ERR) and GROUP_STATUS_CODE (OK, WARN, ERR).
+STATUS_CODES = {"OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
+PARTITION_STATUSES = ("OK", "WARN", "STOP", "STALL", "REWIND")
+GROUP_STATUSES = ("OK", "WARN", "ERR")
