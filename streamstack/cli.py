@@ -18,6 +18,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
@@ -50,11 +52,36 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its flags and what runs it, or a group of subcommands. Every command of the CLI is an
+    entry of COMMANDS, and nothing else registers one."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None] = lambda _parser: None
+    run: Callable[[argparse.Namespace], int] | None = None
+    subcommands: tuple[Command, ...] = ()
+
+
+def _add_commands(parser: argparse.ArgumentParser, dest: str, commands: Sequence[Command]) -> None:
+    subparsers = parser.add_subparsers(dest=dest, required=True, parser_class=OneLineArgumentParser)
+    for command in commands:
+        subparser = subparsers.add_parser(command.name, help=command.help)
+        command.add_arguments(subparser)
+        if command.subcommands:
+            _add_commands(subparser, f"{command.name}_command", command.subcommands)
+        else:
+            subparser.set_defaults(run=command.run)
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = OneLineArgumentParser(prog="streamstack", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
+    _add_commands(parser, "command", COMMANDS)
+    return parser
 
-    setup = commands.add_parser("setup", help="fetch and verify the pinned third-party runtimes")
+
+def _setup_arguments(setup: argparse.ArgumentParser) -> None:
     setup.add_argument("--check", action="store_true", help="only check that everything is present")
     setup.add_argument(
         "--kubernetes-tools",
@@ -62,12 +89,14 @@ def _build_parser() -> argparse.ArgumentParser:
         help="also build helm and actionlint (go install) and install checkov (Kubernetes-side checks)",
     )
 
-    local = commands.add_parser("local", help="the pipeline on this machine")
-    local_commands = local.add_subparsers(
-        dest="local_command", required=True, parser_class=OneLineArgumentParser
+
+def _setup(args: argparse.Namespace) -> int:
+    return runtimes.main(
+        [*(["--check"] if args.check else []), *(["--kubernetes-tools"] if args.kubernetes_tools else [])]
     )
 
-    up = local_commands.add_parser("up", help="start the local stack")
+
+def _local_up_arguments(up: argparse.ArgumentParser) -> None:
     up.add_argument("--workdir", type=Path, default=None, help="state, logs and data (default .streamstack/)")
     up.add_argument("--detach", action="store_true", help="start in the background and return")
     up.add_argument("--kafka-port", type=int, default=9092, help="0 picks a free port")
@@ -85,31 +114,74 @@ def _build_parser() -> argparse.ArgumentParser:
     up.add_argument("--run-for", type=float, default=None, metavar="SECONDS", help="stop after this long")
     up.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)
 
-    down = local_commands.add_parser("down", help="stop the local stack")
-    down.add_argument("--workdir", type=Path, default=None)
 
-    status = local_commands.add_parser("status", help="show the local stack")
-    status.add_argument("--workdir", type=Path, default=None)
+def _workdir_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="the local stack's (default .streamstack/)"
+    )
+
+
+def _local_status_arguments(status: argparse.ArgumentParser) -> None:
+    _workdir_argument(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
 
-    lag = commands.add_parser("status", help="lag, status and backpressure of jobs and consumer groups")
-    lag_status.add_arguments(lag)
 
-    panels.add_parser(commands)
+def _workdir(args: argparse.Namespace) -> Path:
+    return (args.workdir or default_workdir()).resolve()
 
-    rehearse = commands.add_parser(
-        "rehearse", help="run jobs as the cluster runs them (secured Kafka, Spark standalone), then report"
-    )
-    rehearsal_run.add_arguments(rehearse)
 
-    render = commands.add_parser("render", help="write a Pulumi stack's Kubernetes manifests (under mocks)")
+def _render_arguments(render: argparse.ArgumentParser) -> None:
     render.add_argument("--stack", required=True, help="the stack, e.g. dev or prod")
     render.add_argument("--out", type=Path, required=True, help="directory to write the manifests to")
     render.add_argument("--validate", action="store_true", help="check against the schemas; errors exit 1")
     render.add_argument(
         "--project-dir", type=Path, default=None, help="Pulumi.yaml's directory (default: repo)"
     )
-    return parser
+
+
+def _rehearse(args: argparse.Namespace) -> int:
+    _stop_on_signals()
+    return rehearsal_run.main(args, runtimes.locate(), default_workdir().resolve() / "rehearsal")
+
+
+LOCAL_COMMANDS = (
+    Command("up", "start the local stack", _local_up_arguments, lambda args: _local_up(args, _workdir(args))),
+    Command("down", "stop the local stack", _workdir_argument, lambda args: _local_down(_workdir(args))),
+    Command(
+        "status",
+        "show the local stack",
+        _local_status_arguments,
+        lambda args: _local_status(_workdir(args), args.json),
+    ),
+)
+COMMANDS = (
+    Command("setup", "fetch and verify the pinned third-party runtimes", _setup_arguments, _setup),
+    Command("local", "the pipeline on this machine", subcommands=LOCAL_COMMANDS),
+    Command(
+        "status",
+        "lag, status and backpressure of jobs and consumer groups",
+        lag_status.add_arguments,
+        lag_status.run,
+    ),
+    Command(
+        "panels",
+        "render the overview panels to a PNG (no Grafana needed)",
+        panels.add_arguments,
+        lambda args: panels.run(args, _workdir(args)),
+    ),
+    Command(
+        "rehearse",
+        "run jobs as the cluster runs them (secured Kafka, Spark standalone), then report",
+        rehearsal_run.add_arguments,
+        _rehearse,
+    ),
+    Command(
+        "render",
+        "write a Pulumi stack's Kubernetes manifests (under mocks)",
+        _render_arguments,
+        lambda args: _render(args.stack, args.out, args.validate, args.project_dir),
+    ),
+)
 
 
 def _stop_on_signals() -> None:
@@ -299,28 +371,7 @@ def _render(stack: str, out_dir: Path, validate: bool, project_dir: Path | None)
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     try:
-        if args.command == "setup":
-            return runtimes.main(
-                [
-                    *(["--check"] if args.check else []),
-                    *(["--kubernetes-tools"] if args.kubernetes_tools else []),
-                ]
-            )
-        if args.command == "status":
-            return lag_status.run(args)
-        if args.command == "render":
-            return _render(args.stack, args.out, args.validate, args.project_dir)
-        if args.command == "rehearse":
-            _stop_on_signals()
-            return rehearsal_run.main(args, runtimes.locate(), default_workdir().resolve() / "rehearsal")
-        workdir = (args.workdir or default_workdir()).resolve()
-        if args.command == "panels":
-            return panels.run(args, workdir)
-        if args.local_command == "up":
-            return _local_up(args, workdir)
-        if args.local_command == "down":
-            return _local_down(workdir)
-        return _local_status(workdir, args.json)
+        return int(args.run(args))
     except StreamstackError as error:
         print(f"streamstack: error: {error}", file=sys.stderr)
         return 1

@@ -156,9 +156,8 @@ def render_overview(
     return data
 
 
-def add_parser(commands: Any) -> None:
-    """The `panels` subcommand, on the CLI's subparsers."""
-    panels = commands.add_parser("panels", help="render the overview panels to a PNG (no Grafana needed)")
+def add_arguments(panels: argparse.ArgumentParser) -> None:
+    """The flags of the `panels` subcommand."""
     panels.add_argument("--out", type=Path, required=True, help="PNG file to write")
     panels.add_argument(
         "--prometheus", default=None, metavar="URL", help="default: the running local stack's Prometheus"
