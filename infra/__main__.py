@@ -40,8 +40,8 @@ if config.lag_exporter.enabled:
 monitoring = Monitoring(
     "monitoring",
     MonitoringArgs(
-        config.monitoring,
-        tuple(sorted(scrape_ports)),
+        monitoring=config.monitoring,
+        scrape_ports=tuple(sorted(scrape_ports)),
         grafana_admin_password=grafana_admin_password,
         api_server_cidrs=api_server_cidrs,
         node_cidrs=cluster.node_cidrs,
@@ -51,7 +51,11 @@ monitoring = Monitoring(
     after(),
 )
 spark = SparkPlatform(
-    "spark", SparkPlatformArgs(spark_config, monitoring_namespace, api_server_cidrs), after(monitoring)
+    "spark",
+    SparkPlatformArgs(
+        spark=spark_config, monitoring_namespace=monitoring_namespace, api_server_cidrs=api_server_cidrs
+    ),
+    after(monitoring),
 )
 
 job_users = {job.name: job_user(job, spark_config.shadow_group_prefix) for job in config.jobs}
@@ -61,13 +65,13 @@ load_generator = load_generator_user(config.jobs) if config.load_generator.enabl
 kafka = KafkaCluster(
     "kafka",
     KafkaClusterArgs(
-        kafka_config,
-        config.topics,
-        users,
-        spark_config.jobs_namespace,
-        monitoring_namespace,
-        load_generator,
-        api_server_cidrs,
+        kafka=kafka_config,
+        topics=config.topics,
+        users=users,
+        users_namespace=spark_config.jobs_namespace,
+        monitoring_namespace=monitoring_namespace,
+        load_generator=load_generator,
+        api_server_cidrs=api_server_cidrs,
     ),
     after(monitoring, spark),
 )
@@ -75,7 +79,9 @@ kafka = KafkaCluster(
 kafka_ca = (
     KafkaClusterCa(
         "kafka-ca",
-        KafkaClusterCaArgs(kafka_config, spark_config.jobs_namespace, kafka.kafka),
+        KafkaClusterCaArgs(
+            kafka=kafka_config, namespace=spark_config.jobs_namespace, kafka_resource=kafka.kafka
+        ),
         after(spark, kafka),
     )
     if kafka_config.client_tls
@@ -88,13 +94,13 @@ jobs = [
     StreamingJob(
         job.name,
         StreamingJobArgs(
-            job,
-            spark_config,
-            kafka_config.bootstrap_servers,
-            job_users[job.name].secret_name,
-            cluster.nodes,
-            peers,
-            kafka_ca_secret,
+            job=job,
+            spark=spark_config,
+            bootstrap_servers=kafka_config.bootstrap_servers,
+            kafka_secret=job_users[job.name].secret_name,
+            cluster_nodes=cluster.nodes,
+            peers=peers,
+            kafka_ca_secret=kafka_ca_secret,
         ),
         after(spark, *clients_after),
     )
@@ -104,15 +110,15 @@ if config.lag_exporter.enabled:
     LagExporter(
         "lag-exporter",
         LagExporterArgs(
-            config.lag_exporter,
-            spark_config.jobs_namespace,
-            kafka_config.bootstrap_servers,
-            exporter.name,
-            spark_config.shadow_group_prefix,
-            config.jobs,
-            cluster.nodes,
-            peers,
-            kafka_ca_secret,
+            exporter=config.lag_exporter,
+            namespace=spark_config.jobs_namespace,
+            bootstrap_servers=kafka_config.bootstrap_servers,
+            kafka_user=exporter.name,
+            shadow_group_prefix=spark_config.shadow_group_prefix,
+            jobs=config.jobs,
+            cluster_nodes=cluster.nodes,
+            peers=peers,
+            kafka_ca_secret=kafka_ca_secret,
         ),
         after(monitoring, *clients_after, *jobs),
     )

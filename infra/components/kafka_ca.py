@@ -37,7 +37,7 @@ CA_KEY = "ca.crt"  # Strimzi's key of the current cluster CA certificate (PEM), 
 CERTIFICATE_SUFFIX = ".crt"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KafkaClusterCaArgs:
     kafka: KafkaConfig
     # The namespace of the clients (the jobs' namespace), where the copy goes.

@@ -47,7 +47,7 @@ OPERATOR_TIMEOUT_S = 900
 KAFKA_READY_TIMEOUT = "15m"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KafkaClusterArgs:
     kafka: KafkaConfig
     topics: tuple[TopicConfig, ...]

@@ -37,7 +37,7 @@ from infra.network import Peers
 NAME = "lag-exporter"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LagExporterArgs:
     exporter: LagExporterConfig
     namespace: str

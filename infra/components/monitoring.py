@@ -135,7 +135,7 @@ def load_dashboards(directory: Path) -> tuple[Dashboard, ...]:
     return tuple(dashboards)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MonitoringArgs:
     monitoring: MonitoringConfig
     # Metrics ports of our workloads (each job's driver, the lag exporter) that Prometheus must reach.

@@ -37,7 +37,7 @@ DRIVER_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SparkPlatformArgs:
     spark: SparkConfig
     monitoring_namespace: str

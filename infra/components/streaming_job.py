@@ -52,7 +52,7 @@ RUNNING_TIMEOUT_S = 600
 CLAIM_TYPE = "kubernetes:core/v1:PersistentVolumeClaim"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StreamingJobArgs:
     job: JobConfig
     spark: SparkConfig

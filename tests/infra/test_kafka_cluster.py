@@ -22,7 +22,14 @@ def cluster_args(config: StackConfig) -> KafkaClusterArgs:
     exporter = exporter_user([topic.name for topic in config.topics], prefix)
     users = (*(job_user(job, prefix) for job in config.jobs), exporter)
     load_generator = load_generator_user(config.jobs) if config.load_generator.enabled else None
-    return KafkaClusterArgs(config.kafka, config.topics, users, JOBS_NAMESPACE, "monitoring", load_generator)
+    return KafkaClusterArgs(
+        kafka=config.kafka,
+        topics=config.topics,
+        users=users,
+        users_namespace=JOBS_NAMESPACE,
+        monitoring_namespace="monitoring",
+        load_generator=load_generator,
+    )
 
 
 def build_cluster(mocked: Callable[[str], Stack], stack: str) -> tuple[Stack, StackConfig, list[str]]:
@@ -144,7 +151,13 @@ def test_cluster_args_reject_a_topic_above_the_broker_count() -> None:
     config = load_config("dev")
     too_many = TopicConfig("page-views", 4, 2, {"min.insync.replicas": "1"})
     with pytest.raises(ConfigError, match=re.escape("streamstack:kafka.replicationFactor")):
-        KafkaClusterArgs(config.kafka, (too_many,), (), JOBS_NAMESPACE, "monitoring")
+        KafkaClusterArgs(
+            kafka=config.kafka,
+            topics=(too_many,),
+            users=(),
+            users_namespace=JOBS_NAMESPACE,
+            monitoring_namespace="monitoring",
+        )
 
 
 def test_cluster_args_reject_a_user_of_a_topic_the_stack_lacks() -> None:
@@ -152,7 +165,13 @@ def test_cluster_args_reject_a_user_of_a_topic_the_stack_lacks() -> None:
     user = job_user(config.jobs[0], "streamstack-")
     without_inputs = tuple(topic for topic in config.topics if topic.name != "page-views")
     with pytest.raises(ConfigError, match=re.escape("streamstack:topics")):
-        KafkaClusterArgs(config.kafka, without_inputs, (user,), JOBS_NAMESPACE, "monitoring")
+        KafkaClusterArgs(
+            kafka=config.kafka,
+            topics=without_inputs,
+            users=(user,),
+            users_namespace=JOBS_NAMESPACE,
+            monitoring_namespace="monitoring",
+        )
 
 
 def test_the_load_generator_may_only_write_the_pipelines_input_topics(mocked: Callable[[str], Stack]) -> None:

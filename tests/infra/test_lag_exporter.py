@@ -23,14 +23,14 @@ BOOTSTRAP = "streamstack-kafka-bootstrap.kafka.svc:9092"
 def exporter_args(stack: str, exporter: LagExporterConfig | None = None) -> LagExporterArgs:
     config = load_config(stack)
     return LagExporterArgs(
-        exporter or config.lag_exporter,
-        "streaming",
-        BOOTSTRAP,
-        "lag-exporter",
-        "streamstack-",
-        config.jobs,
-        config.cluster.nodes,
-        Peers.of(config.kafka, config.monitoring.namespace),
+        exporter=exporter or config.lag_exporter,
+        namespace="streaming",
+        bootstrap_servers=BOOTSTRAP,
+        kafka_user="lag-exporter",
+        shadow_group_prefix="streamstack-",
+        jobs=config.jobs,
+        cluster_nodes=config.cluster.nodes,
+        peers=Peers.of(config.kafka, config.monitoring.namespace),
     )
 
 

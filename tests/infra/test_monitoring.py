@@ -51,7 +51,15 @@ def fixture_dirs(tmp_path: Path) -> tuple[Path, Path]:
 def build_monitoring(mocked: Callable[[str], Stack], rules: Path, dashboards: Path) -> Stack:
     recorder = mocked("dev")
     build(
-        lambda: Monitoring("monitoring", MonitoringArgs(MonitoringConfig(), (9400, 9308), rules, dashboards))
+        lambda: Monitoring(
+            "monitoring",
+            MonitoringArgs(
+                monitoring=MonitoringConfig(),
+                scrape_ports=(9400, 9308),
+                rules_dir=rules,
+                dashboards_dir=dashboards,
+            ),
+        )
     )
     return recorder
 

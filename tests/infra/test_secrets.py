@@ -105,7 +105,13 @@ def test_the_password_is_a_pulumi_secret_from_config_to_the_secret_object(
     def program() -> object:
         password = stack_config.grafana_admin_password()
         assert password is not None
-        args = MonitoringArgs(MonitoringConfig(), (), tmp_path, tmp_path, grafana_admin_password=password)
+        args = MonitoringArgs(
+            monitoring=MonitoringConfig(),
+            scrape_ports=(),
+            rules_dir=tmp_path,
+            dashboards_dir=tmp_path,
+            grafana_admin_password=password,
+        )
         admin = Monitoring("monitoring", args).grafana_admin
         assert admin is not None
 

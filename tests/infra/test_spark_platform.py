@@ -11,7 +11,7 @@ from tests.infra.conftest import Stack, build, load_config
 def build_platform(mocked: Callable[[str], Stack]) -> Stack:
     recorder = mocked("dev")
     spark = load_config("dev").spark
-    build(lambda: SparkPlatform("spark", SparkPlatformArgs(spark, "monitoring")))
+    build(lambda: SparkPlatform("spark", SparkPlatformArgs(spark=spark, monitoring_namespace="monitoring")))
     return recorder
 
 

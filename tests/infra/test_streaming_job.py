@@ -29,12 +29,12 @@ RUNNING = "jsonpath={.status.applicationState.state}=RUNNING"
 def job_args(config: StackConfig, name: str, nodes: int | None = None) -> StreamingJobArgs:
     job = next(job for job in config.jobs if job.name == name)
     return StreamingJobArgs(
-        job,
-        config.spark,
-        BOOTSTRAP,
-        f"{name}-secret",
-        nodes or config.cluster.nodes,
-        Peers.of(config.kafka, config.monitoring.namespace),
+        job=job,
+        spark=config.spark,
+        bootstrap_servers=BOOTSTRAP,
+        kafka_secret=f"{name}-secret",
+        cluster_nodes=nodes or config.cluster.nodes,
+        peers=Peers.of(config.kafka, config.monitoring.namespace),
     )
 
 
@@ -256,4 +256,11 @@ def test_args_refuse_a_stateful_job_on_a_driver_only_volume() -> None:
         checkpoint=dataclasses.replace(stateless.job.checkpoint, access_mode="ReadWriteOncePod"),
     )
     with pytest.raises(ConfigError, match="ReadWriteOncePod"):
-        StreamingJobArgs(pod_only, config.spark, BOOTSTRAP, "user-view", 1, stateless.peers)
+        StreamingJobArgs(
+            job=pod_only,
+            spark=config.spark,
+            bootstrap_servers=BOOTSTRAP,
+            kafka_secret="user-view",
+            cluster_nodes=1,
+            peers=stateless.peers,
+        )
