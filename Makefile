@@ -35,8 +35,10 @@ lint: $(STAMP) ## ruff (lint and format) and mypy
 setup-all: $(STAMP) ## setup, plus helm and actionlint (go install) and checkov for the Kubernetes-side checks
 	$(BIN)/streamstack setup --kubernetes-tools
 
+# Two pytest workers (2 cores): while one waits on a JVM, a broker or a watermark, the other runs; whole files
+# per worker, so a module's fixtures (a local stack, a broker) start once.
 test: setup-all lint ## lint, then the whole test suite on real Kafka, Spark, Prometheus, helm and checkov
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile --durations=25
 
 dashboards: $(STAMP) ## regenerate the Grafana dashboards (monitoring/dashboards/generated/*.json) from code
 	$(BIN)/python -m monitoring.dashboards.build
