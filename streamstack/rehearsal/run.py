@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
@@ -49,6 +50,7 @@ from streamstack.rehearsal.spark_cluster import executor_logs, standalone_cluste
 from streamstack.runtimes import Runtimes
 
 PRODUCER_RATE = 20.0
+WORK_DIR_MARKER = ".streamstack-rehearsal"
 QUERY_SET_SETTLE_S = 20.0
 EXPORTER_WORKLOAD = "Deployment/lag-exporter"
 
@@ -156,8 +158,32 @@ def _running(process: ManagedProcess) -> Iterator[ManagedProcess]:
         process.stop()
 
 
+def fresh_work_dir(work_dir: Path, *, ours: bool = False) -> Path:
+    """An empty work directory for one rehearsal: a rehearsal is a new cluster every time, and a broker or a
+    checkpoint left by the last one would not fit it (Kafka refuses storage formatted for another cluster;
+    checkpoints would point past the new topics' ends). Only the default directory (`ours`) or one a
+    rehearsal made (it holds WORK_DIR_MARKER) is emptied; any other non-empty one is refused."""
+    marker = work_dir / WORK_DIR_MARKER
+    if work_dir.exists() and any(work_dir.iterdir()):
+        if not (ours or marker.is_file()):
+            raise StreamstackError(
+                f"--work-dir {work_dir}: not empty and not a rehearsal's work directory; "
+                "give an empty or new directory"
+            )
+        shutil.rmtree(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text("made by `streamstack rehearse`; emptied by the next rehearsal\n")
+    return work_dir
+
+
 def rehearse(
-    runtimes: Runtimes, work_dir: Path, job_names: Sequence[str], run_for: float, timeout: float
+    runtimes: Runtimes,
+    work_dir: Path,
+    job_names: Sequence[str],
+    run_for: float,
+    timeout: float,
+    *,
+    own_work_dir: bool = False,
 ) -> Rehearsal:
     """Run the jobs `run_for` seconds and on until every query of every job has committed a batch (at most
     `timeout` seconds in all; sooner if a driver exits), then report each job, and the Kafka panels that the
@@ -167,6 +193,7 @@ def rehearse(
     rendered = render_stack("dev")
     manifests = rendered.manifests
     applications = _spark_applications(manifests, job_names)
+    work_dir = fresh_work_dir(work_dir, ours=own_work_dir)
     workload_users = workload_kafka_users(manifests)
     catalogue = load_pipeline()
     volumes = work_dir / "volumes"
@@ -319,6 +346,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, runtimes: Runtimes, default_work_dir: Path) -> int:
     names = [name.strip() for name in str(args.jobs).split(",") if name.strip()]
-    rehearsal = rehearse(runtimes, args.work_dir or default_work_dir, names, args.run_for, args.timeout)
+    rehearsal = rehearse(
+        runtimes,
+        args.work_dir or default_work_dir,
+        names,
+        args.run_for,
+        args.timeout,
+        own_work_dir=args.work_dir is None,
+    )
     print(json.dumps(rehearsal.as_json(), indent=2) if args.json else render_report(rehearsal))
     return 0 if rehearsal.ok else 1
