@@ -9,12 +9,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from streamstack import runtimes as runtime_cache
-from streamstack.local.kafka import LocalKafka
+from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.runtimes import Runtimes
+from tests.kafka_helpers import wait_for
 
 
 @pytest.fixture(scope="session")
@@ -27,9 +30,32 @@ def runtimes() -> Runtimes:
 def kafka(runtimes: Runtimes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     broker = LocalKafka(runtimes, tmp_path_factory.mktemp("kafka"), port=0).start()
     try:
+        _load_group_coordinator(broker)
         yield broker
     finally:
         broker.stop()
+
+
+def _load_group_coordinator(broker: LocalKafka) -> None:
+    """Commit once and wait until the broker lists groups: the first commit creates `__consumer_offsets`,
+    whose partitions then load for a while (group requests answer COORDINATOR_LOAD_IN_PROGRESS). The broker
+    is shared by every test of a worker, so whichever test comes first must not be the one that meets this."""
+    topic = group = "streamstack-tests-warm-up"
+    broker.create_topics([TopicSpec(topic, partitions=1)])
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap_servers, group_id=group, enable_auto_commit=False
+    )
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)})
+
+        def lists_groups() -> bool:
+            return group in {listed["group_id"] for listed in admin.list_groups()}
+
+        wait_for(lists_groups, timeout=120, what="the broker's group coordinator to load")
+    finally:
+        consumer.close(autocommit=False)
+        admin.close()
 
 
 @pytest.fixture(scope="session")
