@@ -15,6 +15,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from grafana_foundation_sdk.builders import common as common_builders
 from grafana_foundation_sdk.builders import dashboard as dashboard_builders
@@ -34,6 +35,7 @@ DASHBOARDS: tuple[Dashboard, ...] = (
 GENERATED_DIR = Path(__file__).resolve().parent / "generated"
 PANEL_HEIGHT = 8
 DATASOURCE = dashboard_models.DataSourceRef(type_val="prometheus", uid="${datasource}")
+PanelBuilder = TypeVar("PanelBuilder", timeseries.Panel, stat.Panel)
 
 
 def _thresholds(threshold: float | None) -> dashboard_builders.ThresholdsConfig:
@@ -57,10 +59,10 @@ def _queries(panel: Panel) -> list[prometheus.Dataquery]:
     return queries
 
 
-def _timeseries(panel: Panel, panel_id: int) -> timeseries.Panel:
+def _with_panel_basics(builder: PanelBuilder, panel: Panel, panel_id: int) -> PanelBuilder:
+    """What every kind of panel sets alike: id, texts, data source, unit, size, thresholds and queries."""
     builder = (
-        timeseries.Panel()
-        .id(panel_id)
+        builder.id(panel_id)
         .title(panel.title)
         .description(panel.description)
         .datasource(DATASOURCE)
@@ -68,6 +70,15 @@ def _timeseries(panel: Panel, panel_id: int) -> timeseries.Panel:
         .span(panel.width)
         .height(PANEL_HEIGHT)
         .thresholds(_thresholds(panel.threshold))
+    )
+    for query in _queries(panel):
+        builder = builder.with_target(query)
+    return builder
+
+
+def _timeseries(panel: Panel, panel_id: int) -> timeseries.Panel:
+    return (
+        _with_panel_basics(timeseries.Panel(), panel, panel_id)
         .thresholds_style(
             common_builders.GraphThresholdsStyleConfig().mode(
                 common.GraphTresholdsStyleMode.LINE
@@ -90,22 +101,11 @@ def _timeseries(panel: Panel, panel_id: int) -> timeseries.Panel:
             .sort(common.SortOrder.DESCENDING)
         )
     )
-    for query in _queries(panel):
-        builder = builder.with_target(query)
-    return builder
 
 
 def _stat(panel: Panel, panel_id: int) -> stat.Panel:
-    builder = (
-        stat.Panel()
-        .id(panel_id)
-        .title(panel.title)
-        .description(panel.description)
-        .datasource(DATASOURCE)
-        .unit(panel.unit)
-        .span(panel.width)
-        .height(PANEL_HEIGHT)
-        .thresholds(_thresholds(panel.threshold))
+    return (
+        _with_panel_basics(stat.Panel(), panel, panel_id)
         .reduce_options(common_builders.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
         .graph_mode(common.BigValueGraphMode.AREA)
         .color_mode(common.BigValueColorMode.VALUE)
@@ -113,9 +113,6 @@ def _stat(panel: Panel, panel_id: int) -> stat.Panel:
         .text_mode(common.BigValueTextMode.VALUE_AND_NAME)
         .orientation(common.VizOrientation.AUTO)
     )
-    for query in _queries(panel):
-        builder = builder.with_target(query)
-    return builder
 
 
 def _query_variable(variable: Variable) -> dashboard_builders.QueryVariable:

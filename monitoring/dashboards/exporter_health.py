@@ -2,17 +2,8 @@
 
 from __future__ import annotations
 
-from monitoring.dashboards.spec import (
-    LAG_EXPORTER_SCRAPE,
-    NAMESPACE,
-    RATE_INTERVAL,
-    Dashboard,
-    Panel,
-    Row,
-    Target,
-    job_variable,
-    namespace_variable,
-)
+from monitoring.dashboards.promql import LAG_EXPORTER_SCRAPE, NAMESPACE, RATE_INTERVAL
+from monitoring.dashboards.spec import Dashboard, Panel, Row, Target
 
 CHECKPOINTS_OF_JOB = 'namespace=~"$namespace", group=~"($job)/.+"'
 
@@ -20,7 +11,6 @@ DASHBOARD = Dashboard(
     uid="streamstack-lag-exporter",
     title="Streamstack / Lag exporter health",
     description="Scrapes, collections, errors and checkpoints of the lag exporter.",
-    variables=(namespace_variable(), job_variable()),
     rows=(
         Row(
             "Availability",

@@ -6,18 +6,8 @@ reporter (streamstack/local/kafka.py), so every panel has data locally and in a 
 
 from __future__ import annotations
 
-from monitoring.dashboards.spec import (
-    GROUPS_OF_JOB,
-    NAMESPACE,
-    RATE_INTERVAL,
-    Dashboard,
-    Panel,
-    Row,
-    Target,
-    Variable,
-    job_variable,
-    namespace_variable,
-)
+from monitoring.dashboards.promql import GROUPS_OF_JOB, NAMESPACE, RATE_INTERVAL, per_group
+from monitoring.dashboards.spec import Dashboard, Panel, Row, Target, Variable
 
 TOPICS = 'namespace=~"$namespace", topic=~"$topic"'
 # Broker topic metrics also have a series without `topic`: the broker's total over all topics.
@@ -38,7 +28,7 @@ DASHBOARD = Dashboard(
     title="Streamstack / Kafka",
     description="Topic throughput, partition offsets, consumer groups (lag exporter), broker throughput and "
     "replication (Strimzi metrics reporter).",
-    variables=(namespace_variable(), job_variable(), TOPIC_VARIABLE),
+    extra_variables=(TOPIC_VARIABLE,),
     rows=(
         Row(
             "Topics",
@@ -179,12 +169,7 @@ DASHBOARD = Dashboard(
                 Panel(
                     "Group status",
                     "Burrow-style group status: 1 OK, 2 WARN, 3 ERR.",
-                    (
-                        Target(
-                            f"max by (source, group) (streamstack_lag_group_status_code{{{GROUPS_OF_JOB}}})",
-                            "{{group}} ({{source}})",
-                        ),
-                    ),
+                    per_group("max", "streamstack_lag_group_status_code"),
                     threshold=3,
                     width=24,
                 ),

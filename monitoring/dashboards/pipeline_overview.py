@@ -4,17 +4,8 @@ letters and health. Lag comes from the lag exporter (`streamstack_lag_*`), the r
 
 from __future__ import annotations
 
-from monitoring.dashboards.spec import (
-    GROUPS_OF_JOB,
-    QUERIES_OF_JOB,
-    RATE_INTERVAL,
-    Dashboard,
-    Panel,
-    Row,
-    Target,
-    job_variable,
-    namespace_variable,
-)
+from monitoring.dashboards.promql import QUERIES_OF_JOB, RATE_INTERVAL, per_group, per_query
+from monitoring.dashboards.spec import Dashboard, Panel, Row, Target
 
 ROWS_PER_SECOND = "suffix: rows/s"
 
@@ -22,35 +13,20 @@ LAG_SECONDS = Panel(
     "Lag in seconds",
     "Age of the oldest record each consumer has not processed yet (worst partition of the group); the red "
     "line is the 60 s lag SLO. Checkpoint and shadow groups of the same query normally coincide.",
-    (
-        Target(
-            f"max by (source, group) (streamstack_lag_group_max_seconds{{{GROUPS_OF_JOB}}})",
-            "{{group}} ({{source}})",
-        ),
-    ),
+    per_group("max", "streamstack_lag_group_max_seconds"),
     unit="s",
     threshold=60,
 )
 LAG_RECORDS = Panel(
     "Lag in records",
     "Records between each consumer's committed position and the end of the log, summed over partitions.",
-    (
-        Target(
-            f"sum by (source, group) (streamstack_lag_group_records{{{GROUPS_OF_JOB}}})",
-            "{{group}} ({{source}})",
-        ),
-    ),
+    per_group("sum", "streamstack_lag_group_records"),
 )
 SLO_BURN = Panel(
     "Time over the lag SLO, last hour",
     "Fraction of the last hour each group was more than 60 s behind (recording rule "
     "source_group:streamstack_lag_slo_breach:ratio_1h). The SLO allows 1% (the red line); 14.4% pages.",
-    (
-        Target(
-            f"max by (source, group) (source_group:streamstack_lag_slo_breach:ratio_1h{{{GROUPS_OF_JOB}}})",
-            "{{group}} ({{source}})",
-        ),
-    ),
+    per_group("max", "source_group:streamstack_lag_slo_breach:ratio_1h"),
     unit="percentunit",
     threshold=0.01,
 )
@@ -58,12 +34,7 @@ CATCH_UP_ETA = Panel(
     "Catch-up ETA",
     "Lag divided by the rate the consumer commits at: how long until it is caught up if input stopped. "
     "+Inf: lagging and not consuming.",
-    (
-        Target(
-            f"max by (source, group) (streamstack_lag_catch_up_eta_seconds{{{GROUPS_OF_JOB}}})",
-            "{{group}} ({{source}})",
-        ),
-    ),
+    per_group("max", "streamstack_lag_catch_up_eta_seconds"),
     unit="s",
 )
 INPUT_VS_PROCESSED = Panel(
@@ -85,7 +56,7 @@ BATCH_UTILIZATION = Panel(
     "Batch utilization",
     "Trigger execution time of the last batch divided by the trigger interval. Above 100% (the red line) "
     "every batch starts late and the query falls behind: backpressure.",
-    (Target(f"max by (query) (streamstack_query_batch_utilization{{{QUERIES_OF_JOB}}})", "{{query}}"),),
+    per_query("max", "streamstack_query_batch_utilization"),
     unit="percentunit",
     threshold=1,
 )
@@ -93,12 +64,12 @@ RATE_LIMITED = Panel(
     "Rate limited",
     "1 when the last batch stopped short of the latest offsets because of --max-offsets-per-trigger. "
     "Always 1 means input outgrows the cap.",
-    (Target(f"max by (query) (streamstack_query_rate_limited{{{QUERIES_OF_JOB}}})", "{{query}}"),),
+    per_query("max", "streamstack_query_rate_limited"),
 )
 BATCH_DURATION = Panel(
     "Batch duration",
     "Trigger execution time of the last batch.",
-    (Target(f"max by (query) (streamstack_query_batch_duration_seconds{{{QUERIES_OF_JOB}}})", "{{query}}"),),
+    per_query("max", "streamstack_query_batch_duration_seconds"),
     unit="s",
 )
 OFFSETS_BEHIND = Panel(
@@ -117,7 +88,7 @@ WATERMARK_DELAY = Panel(
     "Watermark delay",
     "How far the event-time watermark trails the last batch's trigger time (stateful queries with a "
     "watermark). Growing: event time does not keep up, results come ever later.",
-    (Target(f"max by (query) (streamstack_query_watermark_delay_seconds{{{QUERIES_OF_JOB}}})", "{{query}}"),),
+    per_query("max", "streamstack_query_watermark_delay_seconds"),
     unit="s",
 )
 LATE_ROWS = Panel(
@@ -135,12 +106,12 @@ LATE_ROWS = Panel(
 STATE_ROWS = Panel(
     "State rows",
     "Rows held in the state stores of each stateful query.",
-    (Target(f"sum by (query) (streamstack_query_state_rows{{{QUERIES_OF_JOB}}})", "{{query}}"),),
+    per_query("sum", "streamstack_query_state_rows"),
 )
 STATE_MEMORY = Panel(
     "State memory",
     "Memory used by the state stores of each stateful query.",
-    (Target(f"sum by (query) (streamstack_query_state_memory_bytes{{{QUERIES_OF_JOB}}})", "{{query}}"),),
+    per_query("sum", "streamstack_query_state_memory_bytes"),
     unit="bytes",
 )
 DEAD_LETTERS = Panel(
@@ -160,12 +131,7 @@ SINCE_PROGRESS = Panel(
     "Seconds since last progress",
     "Time since each active query last reported a batch or being idle; above 300 s (the red line) it "
     "hangs and StreamstackJobNotProgressing fires.",
-    (
-        Target(
-            f"max by (query) (streamstack_query_seconds_since_last_progress{{{QUERIES_OF_JOB}}})",
-            "{{query}}",
-        ),
-    ),
+    per_query("max", "streamstack_query_seconds_since_last_progress"),
     unit="s",
     threshold=300,
 )
@@ -200,7 +166,6 @@ DASHBOARD = Dashboard(
     title="Streamstack / Pipeline overview",
     description="Per streaming job: lag (records, seconds, SLO), throughput, backpressure, event time, "
     "state, dead letters and health.",
-    variables=(namespace_variable(), job_variable()),
     rows=(
         Row("Lag", (LAG_SECONDS, LAG_RECORDS, SLO_BURN, CATCH_UP_ETA)),
         Row(

@@ -1,11 +1,12 @@
 """The dashboard model: typed, frozen specs that `build` renders with grafana-foundation-sdk.
 
-Template variables every dashboard has: `datasource` (a Prometheus data source), `namespace` and `job`.
-Locally nothing carries a `namespace` label, so the variable has no values and "All" (`.*`) matches series
-without the label (a regex matcher that matches the empty string does). In a cluster Prometheus adds
-`namespace` (and `pod`) to every scraped series. `job` is a streaming job: the part of a query name before
-its first dot (`clickstream-windows` for the queries `clickstream-windows` and
-`clickstream-windows.dead-letters`), not Prometheus' own `job` label.
+Template variables every dashboard has: `datasource` (a Prometheus data source), then `namespace` and `job`
+(`COMMON_VARIABLES`; the label selectors that use them are in `promql`). Locally nothing carries a
+`namespace` label, so the variable has no values and "All" (`.*`) matches series without the label (a regex
+matcher that matches the empty string does). In a cluster Prometheus adds `namespace` (and `pod`) to every
+scraped series. `job` is a streaming job: the part of a query name before its first dot
+(`clickstream-windows` for the queries `clickstream-windows` and `clickstream-windows.dead-letters`), not
+Prometheus' own `job` label.
 """
 
 from __future__ import annotations
@@ -16,16 +17,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 ALL = ".*"
-RATE_INTERVAL = "$__rate_interval"
-
-NAMESPACE = 'namespace=~"$namespace"'
-QUERIES_OF_JOB = 'namespace=~"$namespace", query=~"($job)([.].+)?"'
-"""A job's queries: `<job>` and `<job>.<kind>`."""
-GROUPS_OF_JOB = 'namespace=~"$namespace", group=~"($job)(/.+)?|streamstack-($job)([.].+)?"'
-"""A job's lag: its checkpoint groups (`<job>/<query>`), its shadow groups (`streamstack-<query>`), or an
-ordinary consumer group named like the job. With "All" every group matches."""
-LAG_EXPORTER_SCRAPE = 'job=~".*lag-exporter.*", namespace=~"$namespace"'
-"""Prometheus' own `job` label of the exporter's scrape target (see rules/streamstack-exporter.yaml)."""
 
 
 @dataclass(frozen=True)
@@ -77,13 +68,34 @@ class Variable:
         return f"label_values({self.series}, {self.label_name})"
 
 
+COMMON_VARIABLES = (
+    Variable(
+        name="namespace",
+        label="Namespace",
+        series="streamstack_query_active",
+        label_name="namespace",
+        description="Kubernetes namespace (added by Prometheus in a cluster; locally there is none: All)",
+    ),
+    Variable(
+        name="job",
+        label="Streaming job",
+        series='streamstack_query_active{namespace=~"$namespace"}',
+        label_name="query",
+        regex="/^([^.]+)/",
+        description="Streaming job: the query name up to its first dot",
+    ),
+)
+"""The template variables of every dashboard, after `datasource`: `namespace`, then `job`."""
+
+
 @dataclass(frozen=True)
 class Dashboard:
     uid: str
     title: str
     description: str
-    variables: tuple[Variable, ...]
     rows: tuple[Row, ...]
+    extra_variables: tuple[Variable, ...] = ()
+    """Template variables besides `COMMON_VARIABLES`."""
     tags: tuple[str, ...] = ("streamstack",)
     alert_annotation: str = 'ALERTS{alertstate="firing", alertname=~"Streamstack.*"}'
     """Shown as annotations: when our alerts fired."""
@@ -97,29 +109,12 @@ class Dashboard:
             raise ValueError(f"dashboard {self.uid}: panel titles must be unique, repeated: {duplicates}")
 
     @property
+    def variables(self) -> tuple[Variable, ...]:
+        return (*COMMON_VARIABLES, *self.extra_variables)
+
+    @property
     def panels(self) -> tuple[Panel, ...]:
         return tuple(panel for row in self.rows for panel in row.panels)
-
-
-def namespace_variable() -> Variable:
-    return Variable(
-        name="namespace",
-        label="Namespace",
-        series="streamstack_query_active",
-        label_name="namespace",
-        description="Kubernetes namespace (added by Prometheus in a cluster; locally there is none: All)",
-    )
-
-
-def job_variable() -> Variable:
-    return Variable(
-        name="job",
-        label="Streaming job",
-        series='streamstack_query_active{namespace=~"$namespace"}',
-        label_name="query",
-        regex="/^([^.]+)/",
-        description="Streaming job: the query name up to its first dot",
-    )
 
 
 _VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")

@@ -60,26 +60,16 @@ class ExporterHealth:
     """The exporter's own metrics; one instance per registry (no module-level metric objects)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.up = Gauge(
-            LAG_PREFIX + EXPORTER_UP,
-            "1 if the last collection reached Kafka, 0 if it failed",
-            registry=registry,
-        )
-        self.stale = Gauge(
-            LAG_PREFIX + EXPORTER_STALE,
+        def gauge(name: str, documentation: str) -> Gauge:
+            return Gauge(LAG_PREFIX + name, documentation, registry=registry)
+
+        self.up = gauge(EXPORTER_UP, "1 if the last collection reached Kafka, 0 if it failed")
+        self.stale = gauge(
+            EXPORTER_STALE,
             "1 while the values served are from an older collection because the last one failed",
-            registry=registry,
         )
-        self.duration = Gauge(
-            LAG_PREFIX + "exporter_collection_duration_seconds",
-            "How long the last collection took",
-            registry=registry,
-        )
-        self.last_success = Gauge(
-            LAG_PREFIX + EXPORTER_LAST_SUCCESS,
-            "Unix time of the last successful collection",
-            registry=registry,
-        )
+        self.duration = gauge("exporter_collection_duration_seconds", "How long the last collection took")
+        self.last_success = gauge(EXPORTER_LAST_SUCCESS, "Unix time of the last successful collection")
         self.errors = Counter(
             LAG_PREFIX + "exporter_errors",
             "Errors while collecting, by kind (kafka, group, checkpoint, timestamp, commit_log, internal)",

@@ -167,24 +167,14 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser.add_argument(
         "--listen", default=default("--listen", "127.0.0.1:9308"), help="HOST:PORT to serve /metrics on"
     )
-    parser.add_argument(
-        "--refresh-interval",
-        type=_number("--refresh-interval"),
-        default=default("--refresh-interval", "10"),
-        help="seconds between two reads of Kafka and the checkpoints (default 10)",
-    )
-    parser.add_argument(
-        "--window",
-        type=_number("--window"),
-        default=default("--window", "300"),
-        help="seconds of history the status and the consumption rate are evaluated over (default 300)",
-    )
-    parser.add_argument(
-        "--kafka-timeout",
-        type=_number("--kafka-timeout"),
-        default=default("--kafka-timeout", "10"),
-        help="seconds a Kafka request may take before the collection counts as failed (default 10)",
-    )
+    for flag, fallback, meaning in (
+        ("--refresh-interval", "10", "seconds between two reads of Kafka and the checkpoints"),
+        ("--window", "300", "seconds of history the status and the consumption rate are evaluated over"),
+        ("--kafka-timeout", "10", "seconds a Kafka request may take before the collection counts as failed"),
+    ):
+        parser.add_argument(
+            flag, type=_number(flag), default=default(flag, fallback), help=f"{meaning} (default {fallback})"
+        )
     parser.add_argument(
         "--granularity",
         choices=("partition", "topic"),

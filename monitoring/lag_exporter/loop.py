@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 
 from monitoring.lag_exporter.collector import ExporterHealth
 from monitoring.lag_exporter.config import ExporterConfig
+from monitoring.lag_exporter.pruning import keep_only
 from monitoring.lag_exporter.snapshot import (
     Inputs,
     ProducedHistory,
@@ -30,6 +31,7 @@ from monitoring.lag_exporter.snapshot import (
     timestamp_offset,
 )
 from monitoring.lag_exporter.sources import (
+    TP,
     CheckpointRead,
     CheckpointSource,
     ConsumerGroupSource,
@@ -39,8 +41,6 @@ from monitoring.lag_exporter.sources import (
 from monitoring.lag_exporter.status import History
 
 log = logging.getLogger(__name__)
-
-TP = tuple[str, int]
 
 
 class OffsetReader(Protocol):
@@ -249,9 +249,8 @@ class Refresher:
                 self._missing.pop(key, None)
             else:
                 self._missing[key] = now
-        for cache in (self._timestamps, self._missing):  # in place: no second copy of 30,000 entries
-            for key in [key for key in cache if key not in needed]:
-                del cache[key]
+        keep_only(self._timestamps, needed)
+        keep_only(self._missing, needed)
         return {key: self._timestamps.get(key) for key in needed}
 
     def _timestamps_in_rounds(

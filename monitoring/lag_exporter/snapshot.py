@@ -29,7 +29,8 @@ from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from monitoring.lag_exporter.sources import CheckpointHealth, Position
+from monitoring.lag_exporter.pruning import keep_only
+from monitoring.lag_exporter.sources import TP, CheckpointHealth, Position
 from monitoring.lag_exporter.status import (
     History,
     Sample,
@@ -37,8 +38,6 @@ from monitoring.lag_exporter.status import (
     evaluate_group,
     worst,
 )
-
-TP = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,9 +120,7 @@ class ProducedHistory:
         return tuple(zip(offsets, times, strict=True))
 
     def retain(self, tps: Iterable[TP]) -> None:
-        keep = set(tps)
-        for tp in [tp for tp in self._points if tp not in keep]:
-            del self._points[tp]
+        keep_only(self._points, set(tps))
 
     def clear(self) -> None:
         self._points.clear()

@@ -28,6 +28,7 @@ from typing import Literal, Protocol
 
 from contracts.offset_log import OffsetLogError, parse_offset_log
 from monitoring.lag_exporter.config import CheckpointDir, NameFilter
+from monitoring.lag_exporter.pruning import keep_only
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +220,5 @@ class CheckpointSource:
                     Position("checkpoint", group, topic, partition, offset, query.last_commit)
                     for (topic, partition), offset in sorted(query.offsets.items())
                 )
-        for group in [group for group in self._last_good if group not in seen]:
-            del self._last_good[group]  # a query directory that went away
+        keep_only(self._last_good, seen)  # forgets query directories that went away
         return CheckpointRead(tuple(positions), tuple(health))

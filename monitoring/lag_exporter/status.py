@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from contracts.metrics import STATUS_CODES
+from monitoring.lag_exporter.pruning import keep_only
 
 
 class Status(enum.Enum):
@@ -193,9 +194,7 @@ class History:
 
     def retain(self, keys: Iterable[Hashable]) -> None:
         """Forget partitions that are no longer reported (deleted groups or topics)."""
-        keep = set(keys)
-        for key in [key for key in self._columns if key not in keep]:
-            del self._columns[key]
+        keep_only(self._columns, set(keys))
 
     def clear(self) -> None:
         self._columns.clear()
