@@ -61,6 +61,11 @@ class Producer:
     topic: str
     arguments: tuple[str, ...] = ()
 
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Its flags besides the bootstrap servers: the topic, then its own arguments."""
+        return ("--topic", self.topic, *self.arguments)
+
 
 @dataclass(frozen=True)
 class Job:

@@ -10,6 +10,7 @@ component gets the one explicit Kubernetes provider.
 import pulumi
 import pulumi_kubernetes as kubernetes
 
+from contracts.pipeline import load_pipeline
 from infra import config as stack_config
 from infra.components.kafka_ca import KafkaClusterCa, KafkaClusterCaArgs
 from infra.components.kafka_cluster import KafkaCluster, KafkaClusterArgs
@@ -17,7 +18,7 @@ from infra.components.lag_exporter import LagExporter, LagExporterArgs
 from infra.components.monitoring import GRAFANA_ADMIN_PASSWORD_KEY, Monitoring, MonitoringArgs
 from infra.components.spark_platform import SparkPlatform, SparkPlatformArgs
 from infra.components.streaming_job import StreamingJob, StreamingJobArgs
-from infra.kafka_access import exporter_user, job_user, load_generator_user
+from infra.kafka_access import KafkaClient, KafkaUserSpec, exporter_user, job_user, load_generator_user
 from infra.network import LOAD_GENERATOR_POD_LABELS, Peers
 
 config = stack_config.load()
@@ -90,17 +91,24 @@ kafka_ca = (
 kafka_ca_secret = kafka_ca.secret_name if kafka_ca is not None else None
 clients_after = (kafka, kafka_ca) if kafka_ca is not None else (kafka,)
 
+
+def kafka_client(user: KafkaUserSpec) -> KafkaClient:
+    return KafkaClient(
+        bootstrap_servers=kafka_config.bootstrap_servers,
+        user_secret=user.secret_name,
+        ca_secret=kafka_ca_secret,
+    )
+
+
 jobs = [
     StreamingJob(
         job.name,
         StreamingJobArgs(
             job=job,
             spark=spark_config,
-            bootstrap_servers=kafka_config.bootstrap_servers,
-            kafka_secret=job_users[job.name].secret_name,
+            kafka=kafka_client(job_users[job.name]),
             cluster_nodes=cluster.nodes,
             peers=peers,
-            kafka_ca_secret=kafka_ca_secret,
         ),
         after(spark, *clients_after),
     )
@@ -112,13 +120,11 @@ if config.lag_exporter.enabled:
         LagExporterArgs(
             exporter=config.lag_exporter,
             namespace=spark_config.jobs_namespace,
-            bootstrap_servers=kafka_config.bootstrap_servers,
-            kafka_user=exporter.name,
+            kafka=kafka_client(exporter),
             shadow_group_prefix=spark_config.shadow_group_prefix,
             jobs=config.jobs,
             cluster_nodes=cluster.nodes,
             peers=peers,
-            kafka_ca_secret=kafka_ca_secret,
         ),
         after(monitoring, *clients_after, *jobs),
     )
@@ -141,6 +147,12 @@ if load_generator is not None:
     pulumi.export("loadGeneratorSecret", load_generator.secret_name)
     pulumi.export("loadGeneratorPodLabels", LOAD_GENERATOR_POD_LABELS)
     pulumi.export("loadGeneratorTopics", sorted(load_generator.topics_with("Write")))
+    # What to run with them: the producers of pipeline.yaml that feed this stack's jobs, each as its module
+    # and then its flags (`python3 -m <module> --bootstrap-servers <bootstrap> <flags>`).
+    pipeline = load_pipeline()
+    feeding = dict.fromkeys(name for job in config.jobs for name in pipeline.job(job.name).producers)
+    commands = {name: [pipeline.producer(name).module, *pipeline.producer(name).flags] for name in feeding}
+    pulumi.export("loadGeneratorCommands", commands)
 pulumi.export(
     "grafanaPortForward",
     f"kubectl port-forward -n {monitoring_namespace} svc/{monitoring.grafana_service} 3000:80",

@@ -1,7 +1,8 @@
 """Who may do what on Kafka: a KafkaUser per job, one for the lag exporter and one for load generators
 (synthetic producers), with ACLs limited to their topics and consumer groups. Strimzi's User Operator
 generates each user's SCRAM-SHA-512 password into a Secret named after the user (keys `password` and
-`sasl.jaas.config`); no password is ever in the stack config.
+`sasl.jaas.config`); no password is ever in the stack config. `KafkaClient` is how a workload of our charts
+logs in with its user's Secret.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from contracts.shadow_groups import job_shadow_groups
 from infra.config import JobConfig
@@ -23,6 +25,37 @@ LOAD_GENERATOR_USER = "load-generator"
 # JAAS line from this key of the user's Secret (as STREAMSTACK_KAFKA_SASL_JAAS_CONFIG).
 SASL_MECHANISM = "SCRAM-SHA-512"
 JAAS_CONFIG_KEY = "sasl.jaas.config"
+# Strimzi's key of the current cluster CA certificate (PEM) in its CA Secret, and in the copy clients mount.
+CA_KEY = "ca.crt"
+
+
+@dataclass(frozen=True, kw_only=True)
+class KafkaClient:
+    """How a workload of our charts (a streaming job, the lag exporter) reaches Kafka."""
+
+    bootstrap_servers: str
+    # Its KafkaUser's Secret, in the workload's namespace.
+    user_secret: str
+    # The Secret (in the workload's namespace) with the Kafka cluster CA: SASL_SSL to the TLS listener with
+    # the CA mounted; None: SASL_PLAINTEXT (`kafka.clientTls`).
+    ca_secret: str | None = None
+
+    @property
+    def security_protocol(self) -> str:
+        return "SASL_PLAINTEXT" if self.ca_secret is None else "SASL_SSL"
+
+    def chart_values(self) -> dict[str, Any]:
+        """The `kafka` values of the streaming-job and lag-exporter charts."""
+        return {
+            "bootstrapServers": self.bootstrap_servers,
+            "securityProtocol": self.security_protocol,
+            "sasl": {
+                "mechanism": SASL_MECHANISM,
+                "secretName": self.user_secret,
+                "jaasConfigKey": JAAS_CONFIG_KEY,
+            },
+            "tls": {"caSecretName": self.ca_secret or "", "caKey": CA_KEY},
+        }
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,11 @@ PROMETHEUS_OPERATOR_POD_LABELS = {"app.kubernetes.io/component": "prometheus-ope
 # certificate jobs, which carry app.kubernetes.io/component prometheus-operator-webhook).
 API_CLIENT_APPS = ("prometheus", "grafana", "kube-state-metrics")
 API_CLIENT_COMPONENTS = ("prometheus-operator", "prometheus-operator-webhook")
+# Their policies (egress to the API server), each with the label and values that select its pods.
+API_CLIENT_POLICIES = {
+    "kube-api-clients": ("app.kubernetes.io/name", API_CLIENT_APPS),
+    "prometheus-operator-kube-api": ("app.kubernetes.io/component", API_CLIENT_COMPONENTS),
+}
 PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
 ALERTMANAGER_MESH_PORT = 9094
@@ -360,19 +365,15 @@ def monitoring_policies(
     alertmanager = peer(labels=ALERTMANAGER_POD_LABELS)
     return [
         *baseline(namespace),
-        policy(
-            "kube-api-clients",
-            namespace,
-            None,
-            pod_selector=label_in("app.kubernetes.io/name", API_CLIENT_APPS),
-            egress=api_server_egress(api_server_cidrs),
-        ),
-        policy(
-            "prometheus-operator-kube-api",
-            namespace,
-            None,
-            pod_selector=label_in("app.kubernetes.io/component", API_CLIENT_COMPONENTS),
-            egress=api_server_egress(api_server_cidrs),
+        *(
+            policy(
+                name,
+                namespace,
+                None,
+                pod_selector=label_in(key, values),
+                egress=api_server_egress(api_server_cidrs),
+            )
+            for name, (key, values) in API_CLIENT_POLICIES.items()
         ),
         policy(
             "prometheus",

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from contracts.pipeline import load_pipeline
 from streamstack import runtimes
 from streamstack.paths import REPO_ROOT
 from streamstack.render import RenderedStack, render_stack
@@ -119,7 +120,7 @@ def test_steps_follow_the_readme(workflow: dict[str, Any]) -> None:
         "kind load docker-image",
         "pulumi up --stack dev --yes",
         "loadGeneratorSecret",
-        "jobs.producers.$1",
+        "loadGeneratorCommands",
         "streamstack_query_batch_utilization",
         "streamstack_lag_group_max_seconds",
         "kubectl get sparkapplications,kafkatopics -A",
@@ -508,16 +509,13 @@ def test_the_producers_the_workflow_starts_are_valid_and_take_their_flags(
     from contracts.kafka_security import KafkaSecurity  # noqa: PLC0415 - the jobs' own reader of these variables
 
     manifests = produced_pods(workflow, workflow_run)
-    assert sorted(manifest["kind"] for manifest in manifests) == ["Pod", "Pod", "Pod"]
+    assert [manifest["kind"] for manifest in manifests] == ["Pod"] * len(load_pipeline().producers)
     assert validate_manifests(manifests, kubernetes_version=workflow["env"]["KUBECTL_VERSION"]) == []
     for pod in manifests:
         (container,) = pod["spec"]["containers"]
         command = container["command"]
-        assert command[:3] == [
-            "python3",
-            "-m",
-            f"jobs.producers.{pod['metadata']['name'].removeprefix('load-')}",
-        ]
+        producer = load_pipeline().producer(pod["metadata"]["name"].removeprefix("load-"))
+        assert command[:5] == ["python3", "-m", producer.module, "--topic", producer.topic]
         assert container["image"] == workflow["env"]["JOBS_IMAGE"]
         arguments = importlib.import_module(command[2]).parse_args(command[3:])
         assert arguments.bootstrap_servers == dev_stack.outputs["kafkaBootstrapServers"]

@@ -43,12 +43,23 @@ def child(
     return pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on), **options)
 
 
-def namespace(
-    parent: pulumi.Resource, logical_name: str, name: str, labels: Mapping[str, str] | None = None
-) -> kubernetes.core.v1.Namespace:
-    return kubernetes.core.v1.Namespace(
-        logical_name, metadata=metadata(name, labels=labels), opts=child(parent)
+def platform_namespace(
+    parent: pulumi.Resource,
+    logical_prefix: str,
+    name: str,
+    policies: Sequence[Policy],
+    *,
+    enforce: str = "restricted",
+    logical_name: str | None = None,
+) -> tuple[kubernetes.core.v1.Namespace, list[kubernetes.networking.v1.NetworkPolicy]]:
+    """The namespace `name` at Pod Security level `enforce` and its NetworkPolicies (infra/network.py),
+    created after it: `<logical_prefix>-namespace` (or `logical_name`) and `<logical_prefix>-netpol-...`."""
+    created = kubernetes.core.v1.Namespace(
+        logical_name or f"{logical_prefix}-namespace",
+        metadata=metadata(name, labels=pod_security(enforce)),
+        opts=child(parent),
     )
+    return created, network_policies(parent, logical_prefix, policies, [created])
 
 
 def pod_security(enforce: str, warn: str = "restricted") -> dict[str, str]:

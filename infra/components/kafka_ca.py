@@ -32,8 +32,8 @@ import pulumi_kubernetes as kubernetes
 
 from infra.components.common import child, metadata
 from infra.config import KafkaConfig
+from infra.kafka_access import CA_KEY
 
-CA_KEY = "ca.crt"  # Strimzi's key of the current cluster CA certificate (PEM), and the copy's only key
 CERTIFICATE_SUFFIX = ".crt"
 
 

@@ -22,15 +22,7 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from infra import network
-from infra.components.common import (
-    READY,
-    WAIT_FOR,
-    child,
-    metadata,
-    namespace,
-    network_policies,
-    pod_security,
-)
+from infra.components.common import READY, WAIT_FOR, child, metadata, network_policies, platform_namespace
 from infra.components.crds import custom_resource_definitions, load_crds
 from infra.config import ConfigError, KafkaConfig, NodePool, TopicConfig, require_topic_fits, setting
 from infra.kafka_access import COMMIT_LOG_TOPIC, KafkaUserSpec
@@ -143,6 +135,22 @@ def node_pool_spec(pool_config: NodePool) -> dict[str, Any]:
     return spec
 
 
+def topic_spec(topic: TopicConfig) -> dict[str, Any]:
+    return {
+        "topicName": topic.name,
+        "partitions": topic.partitions,
+        "replicas": topic.replicas,
+        "config": dict(topic.config),
+    }
+
+
+def user_spec(user: KafkaUserSpec) -> dict[str, Any]:
+    return {
+        "authentication": {"type": "scram-sha-512"},
+        "authorization": {"type": "simple", "acls": [acl.as_dict() for acl in user.acls]},
+    }
+
+
 class KafkaCluster(pulumi.ComponentResource):
     """Strimzi 1.2.0 and a KRaft Kafka cluster with topics and users; ready when Kafka reports Ready."""
 
@@ -158,14 +166,13 @@ class KafkaCluster(pulumi.ComponentResource):
         kafka = args.kafka
         cluster_label = {"strimzi.io/cluster": kafka.cluster_name}
 
-        kafka_namespace = namespace(self, f"{name}-namespace", kafka.namespace, pod_security("restricted"))
-        policies = network_policies(
+        kafka_namespace, policies = platform_namespace(
             self,
             name,
+            kafka.namespace,
             network.kafka_policies(
                 kafka, args.users_namespace, args.monitoring_namespace, args.api_server_cidrs
             ),
-            [kafka_namespace],
         )
         if args.load_generator is not None:
             network_policies(self, name, [network.load_generator_policy(kafka, args.users_namespace)])
@@ -234,34 +241,25 @@ class KafkaCluster(pulumi.ComponentResource):
             opts=child(self, [self.kafka]),
         )
 
-        self.topics = {
-            topic.name: kubernetes.apiextensions.CustomResource(
-                f"{name}-topic-{topic.name}",
+        def awaited(
+            kind: str, object_name: str, object_namespace: str, spec: dict[str, Any]
+        ) -> kubernetes.apiextensions.CustomResource:
+            """A KafkaTopic or KafkaUser: created once the Kafka exists, awaited until Ready."""
+            return kubernetes.apiextensions.CustomResource(
+                f"{name}-{kind.removeprefix('Kafka').lower()}-{object_name}",
                 api_version=API_VERSION,
-                kind="KafkaTopic",
-                metadata=metadata(topic.name, kafka.namespace, cluster_label, {WAIT_FOR: READY}),
-                spec={
-                    "topicName": topic.name,
-                    "partitions": topic.partitions,
-                    "replicas": topic.replicas,
-                    "config": dict(topic.config),
-                },
+                kind=kind,
+                metadata=metadata(object_name, object_namespace, cluster_label, {WAIT_FOR: READY}),
+                spec=spec,
                 opts=child(self, [self.kafka]),
             )
+
+        self.topics = {
+            topic.name: awaited("KafkaTopic", topic.name, kafka.namespace, topic_spec(topic))
             for topic in args.topics
         }
         self.users = {
-            user.name: kubernetes.apiextensions.CustomResource(
-                f"{name}-user-{user.name}",
-                api_version=API_VERSION,
-                kind="KafkaUser",
-                metadata=metadata(user.name, args.users_namespace, cluster_label, {WAIT_FOR: READY}),
-                spec={
-                    "authentication": {"type": "scram-sha-512"},
-                    "authorization": {"type": "simple", "acls": [acl.as_dict() for acl in user.acls]},
-                },
-                opts=child(self, [self.kafka]),
-            )
+            user.name: awaited("KafkaUser", user.name, args.users_namespace, user_spec(user))
             for user in args.all_users
         }
         self.user_secrets = {user.name: user.secret_name for user in args.all_users}

@@ -20,7 +20,6 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from infra.components.common import child
-from infra.components.kafka_ca import CA_KEY
 from infra.config import (
     LAG_EXPORTER_CHART,
     ConfigError,
@@ -31,7 +30,7 @@ from infra.config import (
     require_exporter_reach,
     setting,
 )
-from infra.kafka_access import JAAS_CONFIG_KEY, SASL_MECHANISM, exporter_group_allow
+from infra.kafka_access import KafkaClient, exporter_group_allow
 from infra.network import Peers
 
 NAME = "lag-exporter"
@@ -41,15 +40,11 @@ NAME = "lag-exporter"
 class LagExporterArgs:
     exporter: LagExporterConfig
     namespace: str
-    bootstrap_servers: str
-    kafka_user: str
+    kafka: KafkaClient
     shadow_group_prefix: str
     jobs: tuple[JobConfig, ...]
     cluster_nodes: int
     peers: Peers
-    # The Secret (in the exporter's namespace) with the Kafka cluster CA: SASL_SSL to the TLS listener with
-    # the CA mounted (`--ssl-cafile`); None: SASL_PLAINTEXT (`kafka.clientTls`).
-    kafka_ca_secret: str | None = None
 
     def __post_init__(self) -> None:
         if self.exporter.image is None:
@@ -59,10 +54,6 @@ class LagExporterArgs:
     @property
     def image(self) -> ImageReference:
         return image_reference(setting("lagExporter.image"), self.exporter.image or "")
-
-    @property
-    def security_protocol(self) -> str:
-        return "SASL_PLAINTEXT" if self.kafka_ca_secret is None else "SASL_SSL"
 
     @property
     def checkpoint_jobs(self) -> Sequence[JobConfig]:
@@ -77,16 +68,7 @@ def chart_values(args: LagExporterArgs) -> dict[str, Any]:
     values: dict[str, Any] = {
         "fullnameOverride": NAME,
         "image": args.image.chart_values(exporter.image_pull_policy),
-        "kafka": {
-            "bootstrapServers": args.bootstrap_servers,
-            "securityProtocol": args.security_protocol,
-            "sasl": {
-                "mechanism": SASL_MECHANISM,
-                "secretName": args.kafka_user,
-                "jaasConfigKey": JAAS_CONFIG_KEY,
-            },
-            "tls": {"caSecretName": args.kafka_ca_secret or "", "caKey": CA_KEY},
-        },
+        "kafka": args.kafka.chart_values(),
         "exporter": {
             "port": exporter.port,
             "refreshInterval": exporter.refresh_interval,

@@ -33,7 +33,7 @@ import pulumi_kubernetes as kubernetes
 import yaml
 
 from infra import alertmanager, network
-from infra.components.common import child, metadata, namespace, network_policies, pod_security
+from infra.components.common import child, metadata, platform_namespace
 from infra.components.crds import custom_resource_definitions, load_crds
 from infra.config import (
     DASHBOARDS_DIR,
@@ -260,13 +260,10 @@ class Monitoring(pulumi.ComponentResource):
         if not dashboards:
             pulumi.log.warn(f"no Grafana dashboards in {args.dashboards_dir}", self)
 
-        # node-exporter needs the host's network and PID namespaces: privileged, warned about.
-        monitoring_namespace = namespace(
-            self, f"{name}-namespace", config.namespace, pod_security("privileged")
-        )
-        policies = network_policies(
+        monitoring_namespace, policies = platform_namespace(
             self,
             name,
+            config.namespace,
             network.monitoring_policies(
                 config.namespace,
                 args.scrape_ports,
@@ -274,7 +271,8 @@ class Monitoring(pulumi.ComponentResource):
                 notifier_egress=(args.alerting.notifier_cidrs, args.alerting.notifier_ports),
                 node_cidrs=args.node_cidrs,
             ),
-            [monitoring_namespace],
+            # node-exporter needs the host's network and PID namespaces: privileged, warned about.
+            enforce="privileged",
         )
         # The Prometheus Operator's CRDs of the pinned chart version (infra/components/crds.py); the release
         # skips its own.

@@ -18,7 +18,7 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from infra import network
-from infra.components.common import child, metadata, namespace, network_policies, pod_security
+from infra.components.common import child, metadata, platform_namespace
 from infra.components.crds import custom_resource_definitions, load_crds
 from infra.config import SparkConfig, setting
 
@@ -57,21 +57,22 @@ class SparkPlatform(pulumi.ComponentResource):
     ) -> None:
         super().__init__("streamstack:spark:SparkPlatform", name, None, opts)
         spark = args.spark
-        operator_namespace = namespace(
-            self, f"{name}-operator-namespace", spark.operator_namespace, pod_security("restricted")
-        )
-        jobs_namespace = namespace(
-            self, f"{name}-jobs-namespace", spark.jobs_namespace, pod_security("restricted")
-        )
-        operator_policies = network_policies(
+        operator_namespace, operator_policies = platform_namespace(
             self,
             name,
+            spark.operator_namespace,
             network.spark_operator_policies(
                 spark.operator_namespace, args.monitoring_namespace, args.api_server_cidrs
             ),
-            [operator_namespace],
+            logical_name=f"{name}-operator-namespace",
         )
-        network_policies(self, name, network.jobs_namespace_policies(spark.jobs_namespace), [jobs_namespace])
+        jobs_namespace, _ = platform_namespace(
+            self,
+            name,
+            spark.jobs_namespace,
+            network.jobs_namespace_policies(spark.jobs_namespace),
+            logical_name=f"{name}-jobs-namespace",
+        )
         # spark-operator's CRDs of the pinned chart version (infra/components/crds.py); the release skips
         # its own.
         crds = custom_resource_definitions(

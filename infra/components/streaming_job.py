@@ -33,7 +33,6 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 
 from infra.components.common import TIMEOUT_SECONDS, WAIT_FOR, child
-from infra.components.kafka_ca import CA_KEY
 from infra.config import (
     STREAMING_JOB_CHART,
     JobConfig,
@@ -42,7 +41,7 @@ from infra.config import (
     require_checkpoint_reach,
     setting,
 )
-from infra.kafka_access import JAAS_CONFIG_KEY, SASL_MECHANISM
+from infra.kafka_access import KafkaClient
 from infra.network import Peers
 
 CHECKPOINT_MOUNT = "/checkpoints"
@@ -56,20 +55,13 @@ CLAIM_TYPE = "kubernetes:core/v1:PersistentVolumeClaim"
 class StreamingJobArgs:
     job: JobConfig
     spark: SparkConfig
-    bootstrap_servers: str
-    kafka_secret: str
+    # With a CA Secret, it is mounted on the driver and every executor (both run Kafka clients).
+    kafka: KafkaClient
     cluster_nodes: int
     peers: Peers
-    # The Secret (in the jobs' namespace) with the Kafka cluster CA: the job talks SASL_SSL to the TLS
-    # listener, the CA mounted on the driver and every executor; None: SASL_PLAINTEXT (`kafka.clientTls`).
-    kafka_ca_secret: str | None = None
 
     def __post_init__(self) -> None:
         require_checkpoint_reach(self.job, self.cluster_nodes)
-
-    @property
-    def security_protocol(self) -> str:
-        return "SASL_PLAINTEXT" if self.kafka_ca_secret is None else "SASL_SSL"
 
 
 def job_arguments(job: JobConfig) -> list[str]:
@@ -99,18 +91,9 @@ def chart_values(args: StreamingJobArgs) -> dict[str, Any]:
             "shadowGroupPrefix": spark.shadow_group_prefix,
             "extraArguments": job_arguments(job),
         },
-        "kafka": {
-            "bootstrapServers": args.bootstrap_servers,
-            "securityProtocol": args.security_protocol,
-            "sasl": {
-                "mechanism": SASL_MECHANISM,
-                "secretName": args.kafka_secret,
-                "jaasConfigKey": JAAS_CONFIG_KEY,
-            },
-            # Mounted on the driver and the executors (both run Kafka clients); STREAMSTACK_KAFKA_SSL_CA_FILE
-            # names the file, which the job hands to Spark's Kafka source and sink as a PEM truststore.
-            "tls": {"caSecretName": args.kafka_ca_secret or "", "caKey": CA_KEY},
-        },
+        # The CA's file (STREAMSTACK_KAFKA_SSL_CA_FILE) is what the job hands to Spark's Kafka source and sink
+        # as a PEM truststore.
+        "kafka": args.kafka.chart_values(),
         "checkpoint": {
             "mountPath": CHECKPOINT_MOUNT,
             "size": checkpoint.size,

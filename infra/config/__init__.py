@@ -3,9 +3,11 @@
 Every setting is a structured value under one key (`streamstack:kafka`, `streamstack:spark`, ...) read with
 `pulumi.Config("streamstack").get_object`. A misspelt key, a wrong type or a combination that cannot work
 raises `ConfigError` whose message starts with the setting to change, e.g. `streamstack:kafka.version`, so
-`pulumi preview` fails before anything is created. Importing this module creates no resources. The
-secrets, `streamstack:grafanaAdminPassword` and the alert notifiers' URLs and keys (NOTIFIER_SECRETS), are not
-part of `load()`: `grafana_admin_password()` and `alerting_secrets()` read them as Pulumi secrets.
+`pulumi preview` fails before anything is created. The section readers only read and convert: each config
+dataclass checks its own values when it is built, so one built in code cannot hold a bad value either.
+Importing this module creates no resources. The secrets, `streamstack:grafanaAdminPassword` and the alert
+notifiers' URLs and keys (NOTIFIER_SECRETS), are not part of `load()`: `grafana_admin_password()` and
+`alerting_secrets()` read them as Pulumi secrets.
 
 Guard rails (see infra/README.md): a Kafka version the pinned Strimzi does not run; a Spark version that does
 not match the image tag or the spark-operator; a stateful job on a checkpoint volume only the driver can
@@ -29,9 +31,10 @@ from infra.config.base import (
     STREAMING_JOB_CHART,
     ConfigError,
     Layered,
+    Origin,
     Resources,
     Section,
-    require_vendored_crds,
+    require_pinned_chart,
     setting,
 )
 from infra.config.cluster import ClusterConfig, NodePool
@@ -56,6 +59,7 @@ from infra.config.spark import (
     ImageReference,
     JobConfig,
     SparkConfig,
+    SparkPodResources,
     image_reference,
     image_tag,
     require_checkpoint_reach,
@@ -108,9 +112,11 @@ __all__ = [
     "LoadGeneratorConfig",
     "MonitoringConfig",
     "NodePool",
+    "Origin",
     "Resources",
     "Section",
     "SparkConfig",
+    "SparkPodResources",
     "StackConfig",
     "TopicConfig",
     "alerting_secrets",
@@ -122,7 +128,7 @@ __all__ = [
     "load",
     "require_checkpoint_reach",
     "require_exporter_reach",
+    "require_pinned_chart",
     "require_topic_fits",
-    "require_vendored_crds",
     "setting",
 ]

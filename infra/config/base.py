@@ -4,10 +4,12 @@ structured setting and names it in every error) and the small validators every s
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+from infra.config import versions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,32 +122,20 @@ class Section:
             raise ConfigError(f"{self.name(key)}: expected {expected}, got {value!r}")
         return value
 
-    def string(self, key: str, default: Any = _MISSING, pattern: re.Pattern[str] | None = None) -> Any:
-        value = self._get(key, default, lambda v: isinstance(v, str) and v.strip() != "", "a string")
-        if value is not None and pattern is not None and not pattern.match(value):
-            raise ConfigError(f"{self.name(key)}: {value!r} does not match {pattern.pattern}")
-        return value
+    def string(self, key: str, default: Any = _MISSING) -> Any:
+        return self._get(key, default, lambda v: isinstance(v, str) and v.strip() != "", "a string")
 
-    def choice(self, key: str, choices: Sequence[str], default: Any = _MISSING) -> Any:
-        value = self.string(key, default)
-        if value is not None and value not in choices:
-            raise ConfigError(f"{self.name(key)}: {value!r} is not one of {', '.join(choices)}")
-        return value
-
-    def integer(self, key: str, default: Any = _MISSING, minimum: int | None = None) -> Any:
+    def integer(self, key: str, default: Any = _MISSING) -> Any:
         def is_int(value: object) -> bool:
             return isinstance(value, int) and not isinstance(value, bool)
 
-        value = self._get(key, default, is_int, "an integer")
-        if value is not None and minimum is not None and value < minimum:
-            raise ConfigError(f"{self.name(key)}: {value} is below the minimum {minimum}")
-        return value
+        return self._get(key, default, is_int, "an integer")
 
     def number(self, key: str, default: Any = _MISSING) -> Any:
         def is_number(value: object) -> bool:
-            return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+            return isinstance(value, int | float) and not isinstance(value, bool)
 
-        return self._get(key, default, is_number, "a positive number")
+        return self._get(key, default, is_number, "a number")
 
     def boolean(self, key: str, default: Any = _MISSING) -> Any:
         return self._get(key, default, lambda v: isinstance(v, bool), "true or false")
@@ -174,9 +164,27 @@ class Section:
         return [Section(f"{self.path}.{key}[{index}]", item) for index, item in enumerate(raw)]
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where a job's settings, or a part of them (`driver`, `executor`, `checkpoint`), were read from, to name
+    a key in an error: the job's entry for the keys it sets, the defaults (`jobDefaults`, where a default
+    would be changed) for the rest."""
+
+    defaults: str
+    entry: str = "jobs"
+    entry_keys: frozenset[str] = frozenset()
+
+    def name(self, key: str) -> str:
+        return setting(f"{self.entry if key in self.entry_keys else self.defaults}.{key}")
+
+    def entry_name(self, key: str) -> str:
+        """A key only a job's entry may set (its name, module, topics: the job's identity)."""
+        return setting(f"{self.entry}.{key}")
+
+
 class Layered:
-    """A job's settings: the job's own entry first, then `streamstack:jobDefaults`, then the code's default.
-    Errors name the entry that supplied the value (or `jobDefaults`, where a default would be changed)."""
+    """A job's settings: the job's own entry first, then `streamstack:jobDefaults`, then the code's
+    default."""
 
     def __init__(self, entry: Section, defaults: Section) -> None:
         self.entry = entry
@@ -192,11 +200,40 @@ class Layered:
         self.entry.only(*keys)
         self.defaults.only(*keys)
 
+    def string(self, key: str, default: Any) -> Any:
+        return self.source(key).string(key, default)
 
-def _require_quantity(name: str, value: str) -> str:
-    if not _QUANTITY.match(value):
+    def integer(self, key: str, default: Any) -> Any:
+        return self.source(key).integer(key, default)
+
+    def boolean(self, key: str, default: Any) -> Any:
+        return self.source(key).boolean(key, default)
+
+    def origin(self) -> Origin:
+        entry_keys = frozenset(key for key in self.entry.raw if self.entry.has(key))
+        return Origin(self.defaults.path, self.entry.path, entry_keys)
+
+
+def require_match(name: str, value: str, pattern: re.Pattern[str]) -> None:
+    if not pattern.match(value):
+        raise ConfigError(f"{name}: {value!r} does not match {pattern.pattern}")
+
+
+def require_choice(name: str, value: str, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name}: {value!r} is not one of {', '.join(choices)}")
+
+
+def require_minimum(name: str, value: int | None, minimum: int) -> None:
+    """None, an optional setting left unset, passes."""
+    if value is not None and value < minimum:
+        raise ConfigError(f"{name}: {value} is below the minimum {minimum}")
+
+
+def _require_quantity(name: str, value: str | None) -> None:
+    """None, an optional setting left unset, passes."""
+    if value is not None and not _QUANTITY.match(value):
         raise ConfigError(f"{name}: {value!r} is not a Kubernetes quantity such as 500m, 1, 512Mi or 2Gi")
-    return value
 
 
 def _version(name: str, value: str) -> tuple[int, int, int]:
@@ -206,16 +243,15 @@ def _version(name: str, value: str) -> tuple[int, int, int]:
     return int(match[1]), int(match[2]), int(match[3])
 
 
-def _known(name: str, value: str, known: Iterable[str], what: str) -> None:
-    if value not in known:
+def require_pinned_chart(name: str, chart: str, version: str) -> None:
+    """A chart version the compatibility tables know, with its CRDs vendored in infra/crds/ (a version bump
+    without them fails here)."""
+    known = versions.known_versions(chart)
+    if version not in known:
         raise ConfigError(
-            f"{name}: {what} {value} is not one this program was written and tested for "
+            f"{name}: {chart} {version} is not one this program was written and tested for "
             f"(known: {', '.join(known)}); its compatibility tables in infra/config/versions.py need it first"
         )
-
-
-def require_vendored_crds(name: str, chart: str, version: str) -> None:
-    """The chart version's CRDs must be in infra/crds/: a version bump without them fails here."""
     if not (CRDS_DIR / f"{chart}-{version}" / CRDS_SOURCE_FILE).is_file():
         raise ConfigError(
             f"{name}: no CRDs of {chart} {version} in infra/crds/{chart}-{version}/ (Helm does not upgrade "
@@ -226,10 +262,20 @@ def require_vendored_crds(name: str, chart: str, version: str) -> None:
 
 @dataclass(frozen=True)
 class Resources:
-    """Kubernetes container requests and limits (`{requests: {cpu, memory}, limits: {...}}`)."""
+    """Kubernetes container requests and limits (`{requests: {cpu, memory}, limits: {...}}`) of the stack
+    setting `setting`, which errors name."""
 
+    setting: str
     requests: Mapping[str, str] = field(default_factory=dict)
     limits: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for part, quantities in (("requests", self.requests), ("limits", self.limits)):
+            for resource, quantity in quantities.items():
+                name = f"{self.setting}.{part}.{resource}"
+                if resource not in ("cpu", "memory", "ephemeral-storage"):
+                    raise ConfigError(f"{name}: expected cpu, memory or ephemeral-storage")
+                _require_quantity(name, quantity)
 
     def as_dict(self) -> dict[str, dict[str, str]]:
         result: dict[str, dict[str, str]] = {}
@@ -240,18 +286,9 @@ class Resources:
         return result
 
 
-def _resources(section: Section, default: Resources) -> Resources:
+def _resources(section: Section, default: Resources | None = None) -> Resources:
+    """The section's requests and limits; `default` (or none) when it is unset."""
     if not section.raw:
-        return default
+        return default if default is not None else Resources(setting(section.path))
     section.only("requests", "limits")
-    parts: dict[str, dict[str, str]] = {}
-    for part in ("requests", "limits"):
-        values = section.string_map(part)
-        for resource, quantity in values.items():
-            if resource not in ("cpu", "memory", "ephemeral-storage"):
-                raise ConfigError(
-                    f"{section.name(part)}.{resource}: expected cpu, memory or ephemeral-storage"
-                )
-            _require_quantity(f"{section.name(part)}.{resource}", quantity)
-        parts[part] = values
-    return Resources(parts["requests"], parts["limits"])
+    return Resources(setting(section.path), section.string_map("requests"), section.string_map("limits"))

@@ -14,9 +14,11 @@ from infra.config.base import (
     CLEANUP_POLICIES,
     ConfigError,
     Section,
-    _known,
     _version,
-    require_vendored_crds,
+    require_choice,
+    require_match,
+    require_minimum,
+    require_pinned_chart,
     setting,
 )
 from infra.config.cluster import NodePool, _node_pool
@@ -38,13 +40,14 @@ class KafkaConfig:
     client_tls: bool = True
 
     def __post_init__(self) -> None:
-        _known(
-            setting("kafka.operatorChartVersion"),
-            self.operator_chart_version,
-            versions.STRIMZI_KAFKA_VERSIONS,
-            "Strimzi",
-        )
-        require_vendored_crds(
+        require_match(setting("kafka.namespace"), self.namespace, _DNS_LABEL)
+        require_match(setting("kafka.clusterName"), self.cluster_name, _DNS_LABEL)
+        require_minimum(setting("kafka.replicationFactor"), self.replication_factor, 1)
+        require_minimum(setting("kafka.minInsyncReplicas"), self.min_insync_replicas, 1)
+        names = [pool.name for pool in self.node_pools]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"{setting('kafka.nodePools')}: pool names must differ, got {', '.join(names)}")
+        require_pinned_chart(
             setting("kafka.operatorChartVersion"), "strimzi-kafka-operator", self.operator_chart_version
         )
         runs = versions.STRIMZI_KAFKA_VERSIONS[self.operator_chart_version]
@@ -122,6 +125,13 @@ class TopicConfig:
     replicas_setting: str = setting("kafka.replicationFactor")
     min_isr_setting: str = setting("kafka.minInsyncReplicas")
 
+    def __post_init__(self) -> None:
+        if not TOPIC_NAME_PATTERN.match(self.name):
+            raise ConfigError(f"{setting(f'topics.{self.name}')}: not a valid topic and Kubernetes name")
+        require_minimum(setting(f"topics.{self.name}.partitions"), self.partitions, 1)
+        require_minimum(self.replicas_setting, self.replicas, 1)
+        require_minimum(self.min_isr_setting, self.min_insync_replicas, 1)
+
     @property
     def min_insync_replicas(self) -> int:
         return int(self.config.get("min.insync.replicas", "1"))
@@ -154,24 +164,21 @@ def _kafka(section: Section) -> KafkaConfig:
         "clientTls",
     )
     pools = tuple(_node_pool(pool) for pool in section.sections("nodePools")) or KafkaConfig.node_pools
-    names = [pool.name for pool in pools]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"{section.name('nodePools')}: pool names must differ, got {', '.join(names)}")
     brokers = sum(pool.replicas for pool in pools if "broker" in pool.roles)
     chart = section.string("operatorChartVersion", KafkaConfig.operator_chart_version)
     version = section.string("version", KafkaConfig.version)
     default_metadata = versions.STRIMZI_KAFKA_VERSIONS.get(chart, {}).get(
         version, KafkaConfig.metadata_version
     )
-    replication = section.integer("replicationFactor", min(3, brokers), minimum=1)
+    replication = section.integer("replicationFactor", min(3, brokers))
     return KafkaConfig(
-        namespace=section.string("namespace", KafkaConfig.namespace, _DNS_LABEL),
-        cluster_name=section.string("clusterName", KafkaConfig.cluster_name, _DNS_LABEL),
+        namespace=section.string("namespace", KafkaConfig.namespace),
+        cluster_name=section.string("clusterName", KafkaConfig.cluster_name),
         operator_chart_version=chart,
         version=version,
         metadata_version=section.string("metadataVersion", default_metadata),
         replication_factor=replication,
-        min_insync_replicas=section.integer("minInsyncReplicas", max(1, replication - 1), minimum=1),
+        min_insync_replicas=section.integer("minInsyncReplicas", max(1, replication - 1)),
         node_pools=pools,
         client_tls=section.boolean("clientTls", KafkaConfig.client_tls),
     )
@@ -180,9 +187,6 @@ def _kafka(section: Section) -> KafkaConfig:
 def _topics(section: Section, kafka: KafkaConfig) -> tuple[TopicConfig, ...]:
     """The catalogue's topics with `streamstack:topics` overrides; a name the catalogue lacks adds a topic."""
     definitions = {topic.name: topic for topic in load_pipeline().topics}
-    for name in section.raw:
-        if not TOPIC_NAME_PATTERN.match(name):
-            raise ConfigError(f"{section.name(name)}: not a valid topic and Kubernetes name")
     names = list(definitions) + [name for name in section.raw if name not in definitions]
     topics = []
     for name in names:
@@ -195,17 +199,22 @@ def _topics(section: Section, kafka: KafkaConfig) -> tuple[TopicConfig, ...]:
             )
         config = definition.topic_config() if definition else {"cleanup.policy": "delete"}
         config.update(override.string_map("config"))
+        # Both become entries of the verbatim `config` map, where TopicConfig cannot tell them from
+        # `config`'s own (which may set retention.ms -1, say): their checks are part of the conversion.
         if override.has("retentionMs"):
-            config["retention.ms"] = str(override.integer("retentionMs", minimum=1))
+            retention = override.integer("retentionMs")
+            require_minimum(override.name("retentionMs"), retention, 1)
+            config["retention.ms"] = str(retention)
         if override.has("cleanupPolicy"):
-            config["cleanup.policy"] = override.choice("cleanupPolicy", CLEANUP_POLICIES)
-        min_isr = override.integer("minInsyncReplicas", kafka.min_insync_replicas, minimum=1)
-        config["min.insync.replicas"] = str(min_isr)
+            policy = override.string("cleanupPolicy")
+            require_choice(override.name("cleanupPolicy"), policy, CLEANUP_POLICIES)
+            config["cleanup.policy"] = policy
+        config["min.insync.replicas"] = str(override.integer("minInsyncReplicas", kafka.min_insync_replicas))
         topics.append(
             TopicConfig(
                 name=name,
-                partitions=override.integer("partitions", definition.partitions if definition else None, 1),
-                replicas=override.integer("replicas", kafka.replication_factor, minimum=1),
+                partitions=override.integer("partitions", definition.partitions if definition else None),
+                replicas=override.integer("replicas", kafka.replication_factor),
                 config=config,
                 replicas_setting=override.name("replicas")
                 if override.has("replicas")

@@ -7,25 +7,33 @@ import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
-from infra.config import versions
 from infra.config.base import (
     _DNS_LABEL,
-    _MISSING,
     LOG_LEVELS,
     PULL_POLICIES,
     ConfigError,
     Resources,
     Section,
-    _known,
     _require_quantity,
     _resources,
-    require_vendored_crds,
+    require_choice,
+    require_match,
+    require_minimum,
+    require_pinned_chart,
     setting,
 )
 from infra.config.spark import JobConfig, image_tag
 
-EXPORTER_RESOURCES = Resources({"cpu": "50m", "memory": "128Mi"}, {"cpu": "500m", "memory": "256Mi"})
+EXPORTER_RESOURCES = Resources(
+    setting("lagExporter.resources"),
+    {"cpu": "50m", "memory": "128Mi"},
+    {"cpu": "500m", "memory": "256Mi"},
+)
+
+
+_PROMETHEUS_RETENTION = re.compile(r"^[0-9]+(ms|s|m|h|d|w|y)$")
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,15 @@ class LagExporterConfig:
     resources: Resources = EXPORTER_RESOURCES
 
     def __post_init__(self) -> None:
+        require_choice(setting("lagExporter.imagePullPolicy"), self.image_pull_policy, PULL_POLICIES)
+        require_minimum(setting("lagExporter.port"), self.port, 1024)
+        for key, seconds in (("refreshInterval", self.refresh_interval), ("window", self.window)):
+            if seconds <= 0:
+                raise ConfigError(
+                    f"{setting(f'lagExporter.{key}')}: expected a positive number, got {seconds!r}"
+                )
+        require_choice(setting("lagExporter.logLevel"), self.log_level, LOG_LEVELS)
+        require_minimum(setting("lagExporter.runAsUser"), self.run_as_user, 1)
         if self.window < 2 * self.refresh_interval:
             raise ConfigError(
                 f"{setting('lagExporter.window')}: {self.window} must be at least twice "
@@ -65,8 +82,8 @@ def require_exporter_reach(exporter: LagExporterConfig, jobs: Sequence[JobConfig
         if mode == "ReadWriteOncePod" or (mode == "ReadWriteOnce" and nodes > 1):
             raise ConfigError(
                 f"{setting('lagExporter.readCheckpoints')}: the exporter would mount the checkpoint of job "
-                f"{job.name}, whose {mode} volume ({job.checkpoint.setting}) cannot be shared with its "
-                f"driver on a {nodes}-node cluster; use ReadWriteMany or rely on the shadow groups"
+                f"{job.name}, whose {mode} volume ({job.checkpoint.access_mode_setting}) cannot be shared "
+                f"with its driver on a {nodes}-node cluster; use ReadWriteMany or rely on the shadow groups"
             )
 
 
@@ -86,16 +103,18 @@ class MonitoringConfig:
     prometheus_retention: str = "2d"
     prometheus_storage_size: str | None = None
     prometheus_storage_class: str | None = None
-    prometheus_resources: Resources = field(default_factory=Resources)
+    prometheus_resources: Resources = field(
+        default_factory=partial(Resources, setting("monitoring.prometheus.resources"))
+    )
 
     def __post_init__(self) -> None:
-        _known(
-            setting("monitoring.chartVersion"),
-            self.chart_version,
-            versions.KUBE_PROMETHEUS_STACK_VERSIONS,
-            "chart",
+        require_match(setting("monitoring.namespace"), self.namespace, _DNS_LABEL)
+        require_match(setting("monitoring.releaseName"), self.release_name, _DNS_LABEL)
+        require_match(
+            setting("monitoring.prometheus.retention"), self.prometheus_retention, _PROMETHEUS_RETENTION
         )
-        require_vendored_crds(setting("monitoring.chartVersion"), "kube-prometheus-stack", self.chart_version)
+        _require_quantity(setting("monitoring.prometheus.storageSize"), self.prometheus_storage_size)
+        require_pinned_chart(setting("monitoring.chartVersion"), "kube-prometheus-stack", self.chart_version)
 
     @property
     def grafana_service(self) -> str:
@@ -185,17 +204,16 @@ def _lag_exporter(section: Section) -> LagExporterConfig:
         "resources",
     )
     default = LagExporterConfig
-    enabled = section.boolean("enabled", True)
     return LagExporterConfig(
-        image=section.string("image", _MISSING if enabled else None),
-        enabled=enabled,
-        image_pull_policy=section.choice("imagePullPolicy", PULL_POLICIES, default.image_pull_policy),
-        port=section.integer("port", default.port, minimum=1024),
+        image=section.string("image", None),
+        enabled=section.boolean("enabled", default.enabled),
+        image_pull_policy=section.string("imagePullPolicy", default.image_pull_policy),
+        port=section.integer("port", default.port),
         refresh_interval=float(section.number("refreshInterval", default.refresh_interval)),
         window=float(section.number("window", default.window)),
         read_checkpoints=section.boolean("readCheckpoints", default.read_checkpoints),
-        log_level=section.choice("logLevel", LOG_LEVELS, default.log_level),
-        run_as_user=section.integer("runAsUser", default.run_as_user, minimum=1),
+        log_level=section.string("logLevel", default.log_level),
+        run_as_user=section.integer("runAsUser", default.run_as_user),
         resources=_resources(section.section("resources"), EXPORTER_RESOURCES),
     )
 
@@ -204,19 +222,14 @@ def _monitoring(section: Section) -> MonitoringConfig:
     section.only("namespace", "chartVersion", "releaseName", "prometheus")
     prometheus = section.section("prometheus")
     prometheus.only("retention", "storageSize", "storageClass", "resources")
-    size = prometheus.string("storageSize", None)
     return MonitoringConfig(
-        namespace=section.string("namespace", MonitoringConfig.namespace, _DNS_LABEL),
+        namespace=section.string("namespace", MonitoringConfig.namespace),
         chart_version=section.string("chartVersion", MonitoringConfig.chart_version),
-        release_name=section.string("releaseName", MonitoringConfig.release_name, _DNS_LABEL),
-        prometheus_retention=prometheus.string(
-            "retention", MonitoringConfig.prometheus_retention, re.compile(r"^[0-9]+(ms|s|m|h|d|w|y)$")
-        ),
-        prometheus_storage_size=None
-        if size is None
-        else _require_quantity(prometheus.name("storageSize"), size),
+        release_name=section.string("releaseName", MonitoringConfig.release_name),
+        prometheus_retention=prometheus.string("retention", MonitoringConfig.prometheus_retention),
+        prometheus_storage_size=prometheus.string("storageSize", None),
         prometheus_storage_class=prometheus.string("storageClass", None),
-        prometheus_resources=_resources(prometheus.section("resources"), Resources()),
+        prometheus_resources=_resources(prometheus.section("resources")),
     )
 
 

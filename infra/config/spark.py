@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 from contracts.pipeline import FLAG_PATTERN, PACKAGE_PATTERN, TOPIC_NAME_PATTERN, load_pipeline
 from contracts.shadow_groups import SHADOW_GROUP_PREFIX
@@ -18,12 +20,15 @@ from infra.config.base import (
     PULL_POLICIES,
     ConfigError,
     Layered,
+    Origin,
     Section,
     T,
-    _known,
     _require_quantity,
     _version,
-    require_vendored_crds,
+    require_choice,
+    require_match,
+    require_minimum,
+    require_pinned_chart,
     setting,
 )
 
@@ -41,14 +46,12 @@ class SparkConfig:
     shadow_group_prefix: str = SHADOW_GROUP_PREFIX
 
     def __post_init__(self) -> None:
+        require_match(setting("spark.operatorNamespace"), self.operator_namespace, _DNS_LABEL)
+        require_match(setting("spark.jobsNamespace"), self.jobs_namespace, _DNS_LABEL)
+        require_choice(setting("spark.imagePullPolicy"), self.image_pull_policy, PULL_POLICIES)
+        require_match(setting("spark.serviceAccount"), self.service_account, _DNS_LABEL)
         major = _version(setting("spark.version"), self.version)[0]
-        _known(
-            setting("spark.operatorChartVersion"),
-            self.operator_chart_version,
-            versions.SPARK_OPERATOR_SPARK_MAJORS,
-            "spark-operator",
-        )
-        require_vendored_crds(
+        require_pinned_chart(
             setting("spark.operatorChartVersion"), "spark-operator", self.operator_chart_version
         )
         majors = versions.SPARK_OPERATOR_SPARK_MAJORS[self.operator_chart_version]
@@ -71,11 +74,22 @@ class SparkConfig:
 
 @dataclass(frozen=True)
 class ImageReference:
-    """`registry/name:tag@sha256:...` split the way our charts take it (`image.repository/tag/digest`)."""
+    """`registry/name:tag@sha256:...` split the way our charts take it (`image.repository/tag/digest`);
+    `setting` names the image's stack setting."""
 
     repository: str
     tag: str
     digest: str = ""
+    setting: str = field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not self.repository or not self.tag or "/" in self.tag:
+            raise ConfigError(f"{self.setting}: {self.image!r} needs a pinned tag (repository:tag)")
+
+    @property
+    def image(self) -> str:
+        reference = f"{self.repository}:{self.tag}" if self.repository else self.tag
+        return f"{reference}@{self.digest}" if self.digest else reference
 
     def chart_values(self, pull_policy: str) -> dict[str, str]:
         return {
@@ -90,9 +104,7 @@ def image_reference(name: str, image: str) -> ImageReference:
     """The parts of a pinned image; `name` is the setting it came from, for the error."""
     reference, _, digest = image.partition("@")
     repository, _, tag = reference.rpartition(":")
-    if not repository or not tag or "/" in tag:
-        raise ConfigError(f"{name}: {image!r} needs a pinned tag (repository:tag)")
-    return ImageReference(repository, tag, digest)
+    return ImageReference(repository, tag, digest, setting=name)
 
 
 def image_tag(image: str) -> str | None:
@@ -106,35 +118,68 @@ def image_tag(image: str) -> str | None:
 
 @dataclass(frozen=True)
 class CheckpointConfig:
-    """The job's checkpoint PersistentVolumeClaim; `setting` names where its access mode was chosen."""
+    """The job's checkpoint PersistentVolumeClaim; `origin` names the settings it was read from."""
 
     access_mode: str = "ReadWriteOnce"
     storage_class: str | None = None
     size: str = "1Gi"
     protect: bool = False
-    setting: str = setting("jobDefaults.checkpoint.accessMode")
+    origin: Origin = field(default_factory=partial(Origin, "jobDefaults.checkpoint"))
+
+    def __post_init__(self) -> None:
+        require_choice(self.access_mode_setting, self.access_mode, ACCESS_MODES)
+        _require_quantity(self.origin.name("size"), self.size)
+
+    @property
+    def access_mode_setting(self) -> str:
+        return self.origin.name("accessMode")
 
 
-@dataclass(frozen=True)
-class DriverResources:
+@dataclass(frozen=True, kw_only=True)
+class SparkPodResources:
+    """The cores and memory of a Spark pod; `origin` names the settings they were read from."""
+
     cores: int = 1
     core_request: str = "250m"
     core_limit: str | None = None
     memory: str = "1g"
+    origin: Origin
+
+    def __post_init__(self) -> None:
+        require_minimum(self.origin.name("cores"), self.cores, 1)
+        _require_quantity(self.origin.name("coreRequest"), self.core_request)
+        _require_quantity(self.origin.name("coreLimit"), self.core_limit)
+        if not _SPARK_MEMORY.match(self.memory):
+            raise ConfigError(f"{self.origin.name('memory')}: {self.memory!r} is not Spark memory like 1g")
 
 
-@dataclass(frozen=True)
-class ExecutorResources:
+@dataclass(frozen=True, kw_only=True)
+class DriverResources(SparkPodResources):
+    """The driver's pod."""
+
+    origin: Origin = field(default_factory=partial(Origin, "jobDefaults.driver"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutorResources(SparkPodResources):
+    """Each executor's pod, and how many executors run."""
+
     instances: int = 1
-    cores: int = 1
-    core_request: str = "250m"
-    core_limit: str | None = None
-    memory: str = "1g"
+    origin: Origin = field(default_factory=partial(Origin, "jobDefaults.executor"))
+
+    def __post_init__(self) -> None:
+        require_minimum(self.origin.name("instances"), self.instances, 1)
+        super().__post_init__()
+
+
+# The streaming-job chart names the checkpoint claim <job>-checkpoints, which must fit a DNS label (63).
+MAX_JOB_NAME = 51
 
 
 @dataclass(frozen=True)
 class JobConfig:
-    """A streaming job: the catalogue's definition with the stack's overrides and resources."""
+    """A streaming job: the catalogue's definition with the stack's overrides and resources; `origin` names
+    the settings it was read from."""
 
     name: str
     module: str
@@ -151,8 +196,45 @@ class JobConfig:
     metrics_port: int = 9400
     dead_letter_topic: str = field(default_factory=lambda: load_pipeline().dead_letter_topic)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    stateful_setting: str = ""
-    entry: str = "jobs"
+    origin: Origin = field(default_factory=partial(Origin, "jobDefaults"))
+
+    def __post_init__(self) -> None:
+        require_match(self.origin.entry_name("name"), self.name, _DNS_LABEL)
+        if len(self.name) > MAX_JOB_NAME:
+            raise ConfigError(
+                f"{self.origin.entry_name('name')}: {self.name!r} is longer than {MAX_JOB_NAME} characters "
+                "(the streaming-job chart names its checkpoint claim <name>-checkpoints, which must fit 63)"
+            )
+        require_match(self.origin.entry_name("module"), self.module, PACKAGE_PATTERN)
+        for flag, topic in self.topics:
+            if not FLAG_PATTERN.match(flag) or not TOPIC_NAME_PATTERN.match(topic):
+                raise ConfigError(
+                    f"{self.origin.entry_name('topics')}.{flag}: expected --flag: topic-name, got {topic!r}"
+                )
+        flags = [flag for flag, _ in self.topics]
+        for key, chosen in (("reads", self.reads), ("writes", self.writes)):
+            missing = [flag for flag in chosen if flag not in flags]
+            if missing:
+                raise ConfigError(
+                    f"{self.origin.entry_name(key)}: {missing[0]} is not one of the job's topic flags {flags}"
+                )
+        if not _SPARK_DURATION.match(self.trigger_interval):
+            raise ConfigError(
+                f"{self.origin.name('triggerInterval')}: {self.trigger_interval!r} is not a duration such as "
+                "'5 seconds'"
+            )
+        for key, value, minimum in (
+            ("maxOffsetsPerTrigger", self.max_offsets_per_trigger, 1),
+            ("shufflePartitions", self.shuffle_partitions, 1),
+            ("metricsPort", self.metrics_port, 1024),
+        ):
+            require_minimum(self.origin.name(key), value, minimum)
+        require_match(self.origin.name("deadLetterTopic"), self.dead_letter_topic, TOPIC_NAME_PATTERN)
+
+    @property
+    def stateful_setting(self) -> str:
+        """The entry's `stateful` when it sets it; empty when the catalogue says."""
+        return self.origin.entry_name("stateful") if "stateful" in self.origin.entry_keys else ""
 
     @property
     def read_topics(self) -> tuple[str, ...]:
@@ -180,13 +262,13 @@ def require_checkpoint_reach(job: JobConfig, nodes: int) -> None:
     )
     if mode == "ReadWriteOncePod":
         raise ConfigError(
-            f"{job.checkpoint.setting}: {why}, but a ReadWriteOncePod volume admits only the driver's pod; "
-            "use ReadWriteMany"
+            f"{job.checkpoint.access_mode_setting}: {why}, but a ReadWriteOncePod volume admits only the "
+            "driver's pod; use ReadWriteMany"
         )
     if mode == "ReadWriteOnce" and nodes > 1:
         raise ConfigError(
-            f"{job.checkpoint.setting}: {why}, but a ReadWriteOnce volume reaches pods on one node only and "
-            f"the cluster has {nodes} nodes ({setting('cluster.nodes')}); use ReadWriteMany"
+            f"{job.checkpoint.access_mode_setting}: {why}, but a ReadWriteOnce volume reaches pods on one "
+            f"node only and the cluster has {nodes} nodes ({setting('cluster.nodes')}); use ReadWriteMany"
         )
 
 
@@ -206,16 +288,13 @@ def _spark(section: Section) -> SparkConfig:
         image=section.string("image"),
         version=section.string("version", SparkConfig.version),
         operator_chart_version=section.string("operatorChartVersion", SparkConfig.operator_chart_version),
-        operator_namespace=section.string("operatorNamespace", SparkConfig.operator_namespace, _DNS_LABEL),
-        jobs_namespace=section.string("jobsNamespace", SparkConfig.jobs_namespace, _DNS_LABEL),
-        image_pull_policy=section.choice("imagePullPolicy", PULL_POLICIES, SparkConfig.image_pull_policy),
+        operator_namespace=section.string("operatorNamespace", SparkConfig.operator_namespace),
+        jobs_namespace=section.string("jobsNamespace", SparkConfig.jobs_namespace),
+        image_pull_policy=section.string("imagePullPolicy", SparkConfig.image_pull_policy),
         application_root=section.string("applicationRoot", SparkConfig.application_root),
-        service_account=section.string("serviceAccount", SparkConfig.service_account, _DNS_LABEL),
+        service_account=section.string("serviceAccount", SparkConfig.service_account),
         shadow_group_prefix=section.string("shadowGroupPrefix", SparkConfig.shadow_group_prefix),
     )
-
-
-MAX_JOB_NAME = 51
 
 
 _JOB_IDENTITY_KEYS = ("module", "stateful", "topics", "reads", "writes", "settings")
@@ -236,14 +315,20 @@ _JOB_DEFAULT_KEYS = (
 _JOB_KEYS = _JOB_IDENTITY_KEYS + _JOB_DEFAULT_KEYS
 
 
+def _pod_resources(part: Layered) -> dict[str, Any]:
+    """The SparkPodResources fields of the job's `driver` or `executor`."""
+    return {
+        "cores": part.integer("cores", SparkPodResources.cores),
+        "core_request": part.string("coreRequest", SparkPodResources.core_request),
+        "core_limit": part.string("coreLimit", None),
+        "memory": part.string("memory", SparkPodResources.memory),
+        "origin": part.origin(),
+    }
+
+
 def _job(entry: Section, defaults: Section) -> JobConfig:
     entry.only("name", *_JOB_KEYS)
-    name = entry.string("name", pattern=_DNS_LABEL)
-    if len(name) > MAX_JOB_NAME:
-        raise ConfigError(
-            f"{entry.name('name')}: {name!r} is longer than {MAX_JOB_NAME} characters (the streaming-job "
-            "chart names its checkpoint claim <name>-checkpoints, which must fit 63)"
-        )
+    name = entry.string("name")
     definition = {job.name: job for job in load_pipeline().jobs}.get(name)
     layered = Layered(entry, defaults)
 
@@ -271,17 +356,6 @@ def _job(entry: Section, defaults: Section) -> JobConfig:
                 )
             overridden[flag] = topic
         topics = tuple(overridden.items())
-    for flag, topic in topics:
-        if not FLAG_PATTERN.match(flag) or not TOPIC_NAME_PATTERN.match(topic):
-            raise ConfigError(f"{entry.name('topics')}.{flag}: expected --flag: topic-name, got {topic!r}")
-    flags = [flag for flag, _ in topics]
-    reads = own("reads", lambda s: s.strings("reads"), definition.reads if definition else None)
-    writes = own("writes", lambda s: s.strings("writes"), definition.writes if definition else None)
-    for key, chosen in (("reads", reads), ("writes", writes)):
-        missing = [flag for flag in chosen if flag not in flags]
-        if missing:
-            raise ConfigError(f"{entry.name(key)}: {missing[0]} is not one of the job's topic flags {flags}")
-    stateful = own("stateful", lambda s: s.boolean("stateful"), definition.stateful if definition else None)
 
     driver = layered.child("driver")
     driver.only("cores", "coreRequest", "coreLimit", "memory")
@@ -289,79 +363,33 @@ def _job(entry: Section, defaults: Section) -> JobConfig:
     executor.only("instances", "cores", "coreRequest", "coreLimit", "memory")
     checkpoint = layered.child("checkpoint")
     checkpoint.only("accessMode", "storageClass", "size", "protect")
-
-    def spark_memory(part: Layered, default: str) -> str:
-        value: str = part.source("memory").string("memory", default)
-        if not _SPARK_MEMORY.match(value):
-            raise ConfigError(
-                f"{part.source('memory').name('memory')}: {value!r} is not Spark memory like 1g"
-            )
-        return value
-
-    def quantity(part: Layered, key: str, default: str) -> str:
-        value: str = part.source(key).string(key, default)
-        return _require_quantity(part.source(key).name(key), value)
-
-    def optional_quantity(part: Layered, key: str) -> str | None:
-        value: str | None = part.source(key).string(key, None)
-        return None if value is None else _require_quantity(part.source(key).name(key), value)
-
-    trigger = layered.source("triggerInterval").string("triggerInterval", JobConfig.trigger_interval)
-    if not _SPARK_DURATION.match(trigger):
-        raise ConfigError(
-            f"{layered.source('triggerInterval').name('triggerInterval')}: {trigger!r} is not a duration "
-            "such as '5 seconds'"
-        )
-    mode_source = checkpoint.source("accessMode")
     return JobConfig(
         name=name,
-        module=own(
-            "module",
-            lambda s: s.string("module", pattern=PACKAGE_PATTERN),
-            definition.module if definition else None,
+        module=own("module", lambda s: s.string("module"), definition.module if definition else None),
+        stateful=own(
+            "stateful", lambda s: s.boolean("stateful"), definition.stateful if definition else None
         ),
-        stateful=stateful,
         topics=topics,
-        reads=reads,
-        writes=writes,
+        reads=own("reads", lambda s: s.strings("reads"), definition.reads if definition else None),
+        writes=own("writes", lambda s: s.strings("writes"), definition.writes if definition else None),
         settings=own(
             "settings", lambda s: s.strings("settings"), definition.setting_arguments if definition else ()
         ),
-        driver=DriverResources(
-            cores=driver.source("cores").integer("cores", DriverResources.cores, minimum=1),
-            core_request=quantity(driver, "coreRequest", DriverResources.core_request),
-            core_limit=optional_quantity(driver, "coreLimit"),
-            memory=spark_memory(driver, DriverResources.memory),
-        ),
+        driver=DriverResources(**_pod_resources(driver)),
         executor=ExecutorResources(
-            instances=executor.source("instances").integer(
-                "instances", ExecutorResources.instances, minimum=1
-            ),
-            cores=executor.source("cores").integer("cores", ExecutorResources.cores, minimum=1),
-            core_request=quantity(executor, "coreRequest", ExecutorResources.core_request),
-            core_limit=optional_quantity(executor, "coreLimit"),
-            memory=spark_memory(executor, ExecutorResources.memory),
+            instances=executor.integer("instances", ExecutorResources.instances), **_pod_resources(executor)
         ),
-        trigger_interval=trigger,
-        max_offsets_per_trigger=layered.source("maxOffsetsPerTrigger").integer(
-            "maxOffsetsPerTrigger", None, 1
-        ),
-        shuffle_partitions=layered.source("shufflePartitions").integer(
-            "shufflePartitions", JobConfig.shuffle_partitions, minimum=1
-        ),
-        metrics_port=layered.source("metricsPort").integer(
-            "metricsPort", JobConfig.metrics_port, minimum=1024
-        ),
-        dead_letter_topic=layered.source("deadLetterTopic").string(
-            "deadLetterTopic", load_pipeline().dead_letter_topic, TOPIC_NAME_PATTERN
-        ),
+        trigger_interval=layered.string("triggerInterval", JobConfig.trigger_interval),
+        max_offsets_per_trigger=layered.integer("maxOffsetsPerTrigger", None),
+        shuffle_partitions=layered.integer("shufflePartitions", JobConfig.shuffle_partitions),
+        metrics_port=layered.integer("metricsPort", JobConfig.metrics_port),
+        dead_letter_topic=layered.string("deadLetterTopic", load_pipeline().dead_letter_topic),
         checkpoint=CheckpointConfig(
-            access_mode=mode_source.choice("accessMode", ACCESS_MODES, CheckpointConfig.access_mode),
-            storage_class=checkpoint.source("storageClass").string("storageClass", None),
-            size=quantity(checkpoint, "size", CheckpointConfig.size),
-            protect=checkpoint.source("protect").boolean("protect", CheckpointConfig.protect),
-            setting=mode_source.name("accessMode"),
+            access_mode=checkpoint.string("accessMode", CheckpointConfig.access_mode),
+            storage_class=checkpoint.string("storageClass", None),
+            size=checkpoint.string("size", CheckpointConfig.size),
+            protect=checkpoint.boolean("protect", CheckpointConfig.protect),
+            origin=checkpoint.origin(),
         ),
-        stateful_setting=entry.name("stateful") if entry.has("stateful") else "",
-        entry=entry.path,
+        origin=layered.origin(),
     )

@@ -63,7 +63,7 @@ class StackConfig:
             for flag, topic in [*job.topics, ("--dead-letter-topic", job.dead_letter_topic)]:
                 if topic not in topic_names:
                     raise ConfigError(
-                        f"{setting(f'{job.entry}.topics')}: {flag} {topic} of job {job.name} is not a "
+                        f"{job.origin.entry_name('topics')}: {flag} {topic} of job {job.name} is not a "
                         f"topic of the stack (add it under {setting('topics')})"
                     )
             require_checkpoint_reach(job, self.cluster.nodes)

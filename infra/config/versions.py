@@ -4,7 +4,7 @@ them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 # Kafka versions each Strimzi release runs, with their KRaft metadata version (Strimzi's kafka-versions.yaml).
 STRIMZI_KAFKA_VERSIONS: Mapping[str, Mapping[str, str]] = {
@@ -20,3 +20,13 @@ SPARK_OPERATOR_SPARK_MAJORS: Mapping[str, tuple[int, ...]] = {"2.5.2": (4,)}
 
 
 KUBE_PROMETHEUS_STACK_VERSIONS = ("88.5.3",)
+
+
+def known_versions(chart: str) -> Collection[str]:
+    """The releases of `chart` the tables above know (looked up when called, so a patched table counts)."""
+    tables: Mapping[str, Collection[str]] = {
+        "strimzi-kafka-operator": STRIMZI_KAFKA_VERSIONS,
+        "spark-operator": SPARK_OPERATOR_SPARK_MAJORS,
+        "kube-prometheus-stack": KUBE_PROMETHEUS_STACK_VERSIONS,
+    }
+    return tables[chart]

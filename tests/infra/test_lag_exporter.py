@@ -12,6 +12,7 @@ import pytest
 from contracts.kafka_security import jaas_config
 from infra.components.lag_exporter import LagExporter, LagExporterArgs
 from infra.config import ConfigError, LagExporterConfig
+from infra.kafka_access import KafkaClient
 from infra.network import Peers
 from monitoring.lag_exporter.config import parse_args
 from streamstack.paths import REPO_ROOT
@@ -25,8 +26,7 @@ def exporter_args(stack: str, exporter: LagExporterConfig | None = None) -> LagE
     return LagExporterArgs(
         exporter=exporter or config.lag_exporter,
         namespace="streaming",
-        bootstrap_servers=BOOTSTRAP,
-        kafka_user="lag-exporter",
+        kafka=KafkaClient(bootstrap_servers=BOOTSTRAP, user_secret="lag-exporter"),
         shadow_group_prefix="streamstack-",
         jobs=config.jobs,
         cluster_nodes=config.cluster.nodes,

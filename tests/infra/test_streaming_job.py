@@ -18,6 +18,7 @@ import pytest
 
 from infra.components.streaming_job import StreamingJob, StreamingJobArgs
 from infra.config import ConfigError, JobConfig, StackConfig
+from infra.kafka_access import KafkaClient
 from infra.network import Peers
 from streamstack.paths import REPO_ROOT
 from tests.infra.conftest import Objects, Stack, build, load_config
@@ -31,8 +32,7 @@ def job_args(config: StackConfig, name: str, nodes: int | None = None) -> Stream
     return StreamingJobArgs(
         job=job,
         spark=config.spark,
-        bootstrap_servers=BOOTSTRAP,
-        kafka_secret=f"{name}-secret",
+        kafka=KafkaClient(bootstrap_servers=BOOTSTRAP, user_secret=f"{name}-secret"),
         cluster_nodes=nodes or config.cluster.nodes,
         peers=Peers.of(config.kafka, config.monitoring.namespace),
     )
@@ -259,8 +259,7 @@ def test_args_refuse_a_stateful_job_on_a_driver_only_volume() -> None:
         StreamingJobArgs(
             job=pod_only,
             spark=config.spark,
-            bootstrap_servers=BOOTSTRAP,
-            kafka_secret="user-view",
+            kafka=KafkaClient(bootstrap_servers=BOOTSTRAP, user_secret="user-view"),
             cluster_nodes=1,
             peers=stateless.peers,
         )
