@@ -99,6 +99,7 @@ def session(
         bootstrap_servers=bootstrap,
         checkpoint_dir=str(workdir / "checkpoints"),
         metrics_port=0,
+        dead_letter_topic="bench-dead-letters",
         master="local[2]",
         trigger_interval="1 second",
         max_offsets_per_trigger=max_offsets_per_trigger,

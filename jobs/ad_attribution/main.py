@@ -1,9 +1,9 @@
 """Ad attribution: each ad impression joined with the clicks on it (a stream-stream join), in event time.
 
-Input:  `--impressions-topic` (ad-impressions), JSON `{"impression_id", "ad_id", "user_id", "event_time"}`;
-        `--clicks-topic` (ad-clicks), JSON `{"click_id", "impression_id", "ad_id", "user_id", "event_time"}`
+Input:  `--impressions-topic`, JSON `{"impression_id", "ad_id", "user_id", "event_time"}`;
+        `--clicks-topic`, JSON `{"click_id", "impression_id", "ad_id", "user_id", "event_time"}`
         (event_time ISO-8601 with a zone).
-Output: `--output-topic` (ad-attributions, compacted), one record per impression, keyed by impression id,
+Output: `--output-topic` (compacted), one record per impression, keyed by impression id,
         value `{"impression_id", "ad_id", "user_id", "impression_time", "click_id", "click_time", "clicked",
         "seconds_to_click", "click_count"}`; click_id, click_time and seconds_to_click are null (present,
         not omitted) when clicked is false.
@@ -31,21 +31,12 @@ State:  `<checkpoint dir>/<query name>` per query: offsets, commits, both sides 
         the window plus the delay, clicks for the delay) and the per-impression first click; a restart
         resumes. The key is deterministic and the value a function of the impression's matching clicks,
         so a batch re-run after a failure rewrites the same records.
-Metrics: http://<metrics host>:<metrics port>/metrics. Each query's batch end offsets are committed to the
-        consumer group `streamstack-<query name>`, so Kafka lag tools see it.
 Replay: start with a new --checkpoint-dir and a new --output-topic, and --starting-offsets earliest (or
         per-partition JSON, or --starting-timestamp-ms): the logs are re-read into fresh attributions.
-
-Run locally (streamstack local up does this for you):
-    python -m jobs.ad_attribution --master 'local[2]' --bootstrap-servers 127.0.0.1:9092 \\
-        --checkpoint-dir /tmp/checkpoints/ad-attribution --extra-jars <spark-sql-kafka jars>
-The output and dead-letter topics must exist. In the cluster the same flags go in the SparkApplication's
-`arguments`, without --master and --extra-jars.
+Metrics and how to run it: as every job (jobs.common.runner).
 """
 
 from __future__ import annotations
-
-import sys
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -59,14 +50,8 @@ from jobs.ad_attribution.transforms import (
 )
 from jobs.common.events import read_decoded_stream, start_dead_letter_query
 from jobs.common.kafka_io import write_kafka_stream
-from jobs.common.runner import run_streaming_job
+from jobs.common.runner import StreamingJob
 from jobs.common.schemas import decode_clicks, decode_impressions
-
-QUERY_NAME = "ad-attribution"
-
-
-def parse_args(argv: list[str] | None) -> AttributionJobConfig:
-    return AttributionJobConfig.parse_args(argv, name=QUERY_NAME, description=__doc__.splitlines()[0])
 
 
 def start_queries(spark: SparkSession, config: AttributionJobConfig) -> list[StreamingQuery]:
@@ -89,9 +74,5 @@ def start_queries(spark: SparkSession, config: AttributionJobConfig) -> list[Str
     return [attributions_query, start_dead_letter_query(streaming, [decoded_impressions, decoded_clicks])]
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_streaming_job(QUERY_NAME, parse_args(argv), start_queries)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+JOB = StreamingJob("ad-attribution", AttributionJobConfig, start_queries, __doc__)
+parse_args, main = JOB.parse_args, JOB.main

@@ -1,4 +1,4 @@
-"""The clickstream-windows job's own settings: flags, defaults and checks (jobs.common.settings)."""
+"""The clickstream-windows job's own settings: flags, help and checks (jobs.common.settings)."""
 
 from __future__ import annotations
 
@@ -11,32 +11,20 @@ from jobs.common.settings import JobSettings, duration_setting, topic_setting
 
 @dataclass(frozen=True)
 class WindowJobConfig(JobSettings):
-    input_topic: str = topic_setting("--input-topic", "page-views", "page views to count")
-    output_topic: str = topic_setting(
-        "--output-topic", "page-views-per-url", "compacted topic of window counts"
-    )
-    # Turned on by the command line, off (None) in a config built in code unless given.
+    input_topic: str = topic_setting("--input-topic", "page views to count")
+    output_topic: str = topic_setting("--output-topic", "compacted topic of window counts")
+    # Optional outputs: the catalogue turns them on; a config built in code has them off unless given.
     windows_topic: str | None = topic_setting(
-        "--windows-topic",
-        "page-view-windows",
-        "compacted topic of counts per url and user",
-        off_flag="--no-windows-topic",
-        off_help="do not count per url and user by window kind",
+        "--windows-topic", "compacted topic of counts per url and user", optional=True
     )
     late_topic: str | None = topic_setting(
-        "--late-topic",
-        "page-views-late",
-        "views dropped as late, for corrections",
-        off_flag="--no-late-topic",
-        off_help="do not route late views",
+        "--late-topic", "views dropped as late, for corrections", optional=True
     )
-    window_duration: str = duration_setting("--window-duration", "10 seconds", "tumbling window length")
-    hop_window_duration: str = duration_setting(
-        "--hop-window-duration", "30 seconds", "hopping window length"
-    )
-    hop_slide: str = duration_setting("--hop-slide", "10 seconds", "a hopping window starts this often")
-    session_gap: str = duration_setting("--session-gap", "30 seconds", "inactivity that ends a session")
-    watermark_delay: str = duration_setting("--watermark-delay", "5 seconds", "how late a row may be")
+    window_duration: str = duration_setting("--window-duration", "tumbling window length")
+    hop_window_duration: str = duration_setting("--hop-window-duration", "hopping window length")
+    hop_slide: str = duration_setting("--hop-slide", "a hopping window starts this often")
+    session_gap: str = duration_setting("--session-gap", "inactivity that ends a session")
+    watermark_delay: str = duration_setting("--watermark-delay", "how late a row may be")
 
     def check(self) -> None:
         if duration_seconds(self.hop_slide) > duration_seconds(self.hop_window_duration):

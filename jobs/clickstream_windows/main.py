@@ -1,13 +1,13 @@
 """Clickstream window counts: page views per url and per user in tumbling, hopping and session windows.
 
-Input:  `--input-topic` (page-views), JSON page views `{"user_id", "url", "event_time"}` (ISO-8601, UTC).
-Output: `--output-topic` (page-views-per-url, compacted), query `<name>`: views per url in tumbling windows
+Input:  `--input-topic`, JSON page views `{"user_id", "url", "event_time"}` (ISO-8601, UTC).
+Output: `--output-topic` (compacted), query `<name>`: views per url in tumbling windows
         of `--window-duration`, keyed `<window start>|<url>`, value
         `{"window_start", "window_end", "url", "views"}`.
-        `--windows-topic` (page-view-windows, compacted): views per url and per user, keyed
+        `--windows-topic` (compacted): views per url and per user, keyed
         `<kind>|<dimension>|<value>|<window start>`, value
         `{"kind", "dimension", "value", "window_start", "window_end", "views"}`, one query per kind
-        (`--no-windows-topic` turns them off):
+        (none without `--windows-topic`):
           `<name>.tumbling`  kind tumbling, dimensions url and user, windows of `--window-duration`;
           `<name>.hopping`   kind hopping, dimensions url and user, windows of `--hop-window-duration`
                              starting every `--hop-slide` (a view counts in each window containing it);
@@ -23,7 +23,7 @@ Late rows: the watermark trails the largest event time seen by `--watermark-dela
         dropped by that query and counted in `streamstack_query_rows_dropped_by_watermark_total{query}`
         (Spark counts rows after partial aggregation: late views of one window, key and input partition
         in one batch count once).
-        With `--late-topic` (page-views-late; `--no-late-topic` disables it) the query `<name>.late`
+        With `--late-topic` the query `<name>.late`
         writes each view that the tumbling rule drops (window of `--window-duration` ended at or before
         the watermark) to that topic, raw value untouched, keyed `<topic>/<partition>/<offset>`, with the
         watermark, window end and origin in `late.*`/`source.*` headers, so a correction can be published.
@@ -39,21 +39,12 @@ Dead letters: malformed records go to `--dead-letter-topic` with the reason in h
         `<name>.dead-letters`), counted in `streamstack_query_dead_letters_total{reason}`.
 State:  `<checkpoint dir>/<query name>` per query: offsets, commits and window state; a restart resumes.
         Outputs are keyed deterministically, so a batch re-run after a failure overwrites what it wrote.
-Metrics: http://<metrics host>:<metrics port>/metrics. Each query's batch end offsets are committed to the
-        consumer group `streamstack-<query name>`, so Kafka lag tools see it.
 Replay: start with a new --checkpoint-dir and new output topics, and --starting-offsets earliest (or
         per-partition JSON, or --starting-timestamp-ms): the log is re-read into a fresh result.
-
-Run locally (streamstack local up does this for you):
-    python -m jobs.clickstream_windows --master 'local[2]' --bootstrap-servers 127.0.0.1:9092 \\
-        --checkpoint-dir /tmp/checkpoints/clickstream-windows --extra-jars <spark-sql-kafka jars>
-The output, windows, late and dead-letter topics must exist. In the cluster the same flags go in the
-SparkApplication's `arguments`, without --master and --extra-jars.
+Metrics and how to run it: as every job (jobs.common.runner).
 """
 
 from __future__ import annotations
-
-import sys
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -67,14 +58,8 @@ from jobs.clickstream_windows.transforms import (
 )
 from jobs.common.events import read_decoded_stream, start_dead_letter_query
 from jobs.common.kafka_io import write_kafka_stream
-from jobs.common.runner import run_streaming_job
+from jobs.common.runner import StreamingJob
 from jobs.common.schemas import decode_page_views
-
-QUERY_NAME = "clickstream-windows"
-
-
-def parse_args(argv: list[str] | None) -> WindowJobConfig:
-    return WindowJobConfig.parse_args(argv, name=QUERY_NAME, description=__doc__.splitlines()[0])
 
 
 def start_queries(spark: SparkSession, config: WindowJobConfig) -> list[StreamingQuery]:
@@ -98,9 +83,5 @@ def start_queries(spark: SparkSession, config: WindowJobConfig) -> list[Streamin
     return queries
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_streaming_job(QUERY_NAME, parse_args(argv), start_queries)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+JOB = StreamingJob("clickstream-windows", WindowJobConfig, start_queries, __doc__)
+parse_args, main = JOB.parse_args, JOB.main

@@ -62,8 +62,12 @@ def current_rows(decoded_changelog: DataFrame) -> DataFrame:
     return latest.where(~F.col("latest.deleted")).select("record_key", "latest.event.*")
 
 
+# What a user's profile holds besides its id and updated_at; the views that carry a profile keep these.
+PROFILE_FIELDS = ("name", "country", "tier")
+
+
 def current_profiles(decoded_profiles: DataFrame) -> DataFrame:
-    """The users table: user_id, name, country, tier, updated_at of each existing user."""
+    """The users table: user_id, the profile fields and updated_at of each existing user."""
     return current_rows(decoded_profiles).select(
-        F.col("record_key").alias("user_id"), "name", "country", "tier", "updated_at"
+        F.col("record_key").alias("user_id"), *PROFILE_FIELDS, "updated_at"
     )

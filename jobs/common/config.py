@@ -1,9 +1,8 @@
 """Typed job configuration, parsed from the command line the same way locally and in the cluster.
 
 Only the master URL, addresses and paths differ between `streamstack local up` and a SparkApplication:
-both pass these flags to the same entry point. Flags every job shares live here: a job starts from
-`streaming_job_parser`, adds its own topic flags and settings with `add_topic_argument` and plain
-argparse, then builds its own frozen config with `parse_job_config`.
+both pass these flags to the same entry point, with the topics and settings of the pipeline catalogue
+(pipeline.yaml). Flags every job shares live here; a job's own are declared in jobs.common.settings.
 """
 
 from __future__ import annotations
@@ -57,6 +56,7 @@ class StreamingJobConfig:
     bootstrap_servers: str
     checkpoint_dir: str
     metrics_port: int
+    dead_letter_topic: str
     metrics_host: str = "127.0.0.1"
     master: str | None = None
     trigger_interval: str = "2 seconds"
@@ -67,7 +67,6 @@ class StreamingJobConfig:
     extra_jars: tuple[str, ...] = ()
     spark_conf: dict[str, str] = field(default_factory=dict)
     shadow_group_prefix: str | None = SHADOW_GROUP_PREFIX
-    dead_letter_topic: str = "dead-letters"
     event_limits: EventLimits = field(default_factory=EventLimits)
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
 
@@ -127,7 +126,7 @@ def require_topic(flag: str, value: str) -> str:
 
 
 def require_starting_offsets(value: str) -> str:
-    """'earliest', 'latest', or Spark's per-partition JSON such as {"page-views":{"0":42,"1":-2}}."""
+    """'earliest', 'latest', or Spark's per-partition JSON such as {"<topic>":{"0":42,"1":-2}}."""
     if value in _STARTING_OFFSETS:
         return value
     try:
@@ -142,15 +141,9 @@ def require_starting_offsets(value: str) -> str:
     if not valid:
         raise ConfigError(
             f"--starting-offsets {value!r}: expected earliest, latest or JSON such as "
-            '\'{"page-views":{"0":42,"1":-2}}\' (-2 = earliest, -1 = latest)'
+            '\'{"<topic>":{"0":42,"1":-2}}\' (-2 = earliest, -1 = latest)'
         )
     return value
-
-
-def add_topic_argument(
-    parser: argparse.ArgumentParser, flag: str, default: str, description: str, dest: str | None = None
-) -> None:
-    parser.add_argument(flag, dest=dest, default=default, help=f"{description} (default {default})")
 
 
 def streaming_job_parser(program: str, description: str, *, query_name: str) -> argparse.ArgumentParser:
@@ -210,7 +203,7 @@ def add_streaming_job_arguments(parser: argparse.ArgumentParser, *, query_name: 
     parser.add_argument(
         "--no-shadow-group", action="store_true", help="do not commit processed offsets to consumer groups"
     )
-    add_topic_argument(parser, "--dead-letter-topic", "dead-letters", "where malformed input goes")
+    parser.add_argument("--dead-letter-topic", required=True, help="where malformed input goes")
     parser.add_argument("--max-event-bytes", type=int, default=EventLimits.max_event_bytes)
     parser.add_argument(
         "--max-event-future-seconds",

@@ -1,14 +1,17 @@
 """A job's own settings, declared once.
 
-Each field of a job's frozen config says its flag, default and help (`topic_setting`, `duration_setting`);
-from those `JobSettings` builds the job's command line on top of the flags every job shares, checks each
-value (a ConfigError names the flag) and lists the topics the job reads and writes (`topics_by_flag`).
-A job adds only the checks that relate settings to each other, in `check()`:
+Each field of a job's frozen config says its flag and help (`topic_setting`, `duration_setting`); from those
+`JobSettings` builds the job's command line on top of the flags every job shares, checks each value (a
+ConfigError names the flag; no two topic flags may name one topic) and lists the topics the job reads and
+writes (`topics_by_flag`). The values themselves live in one place, the pipeline catalogue (pipeline.yaml:
+`jobs.<name>.topics` and `.settings`), which the local runtime and the chart both pass on the command line;
+so a job has no defaults of its own for them. A job adds only the checks that relate settings to each
+other, in `check()`:
 
     @dataclass(frozen=True)
     class SessionJobConfig(JobSettings):
-        input_topic: str = topic_setting("--input-topic", "page-views", "page views to group into sessions")
-        session_gap: str = duration_setting("--session-gap", "30 seconds", "inactivity that ends a session")
+        input_topic: str = topic_setting("--input-topic", "page views to group into sessions")
+        session_gap: str = duration_setting("--session-gap", "inactivity that ends a session")
 
     config = SessionJobConfig.parse_args(argv, name="sessionization", description="...")
 """
@@ -20,9 +23,9 @@ from collections.abc import Iterator
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, TypeVar
 
+from contracts.errors import ConfigError
 from jobs.common.config import (
     StreamingJobConfig,
-    add_topic_argument,
     parse_job_config,
     require_duration,
     require_topic,
@@ -35,18 +38,18 @@ _DURATION = "duration"
 SettingsT = TypeVar("SettingsT", bound="JobSettings")
 
 
-def topic_setting(flag: str, default: str, help: str, *, off_flag: str = "", off_help: str = "") -> Any:
-    """A topic the job reads or writes. With `off_flag` the output can be turned off: the command line
-    has it on (`default`), a config built in code has it off (None) unless given."""
-    metadata = {"flag": flag, "kind": _TOPIC, "default": default, "help": help, "off_flag": off_flag}
-    return field(default=None if off_flag else default, metadata={**metadata, "off_help": off_help})
+def topic_setting(flag: str, help: str, *, optional: bool = False) -> Any:
+    """A topic the job reads or writes: a required flag, or with `optional` an extra output that is off
+    (None) unless given."""
+    metadata = {"flag": flag, "kind": _TOPIC, "help": help, "optional": optional}
+    if optional:
+        return field(default=None, kw_only=True, metadata=metadata)
+    return field(kw_only=True, metadata=metadata)
 
 
-def duration_setting(flag: str, default: str, help: str) -> Any:
+def duration_setting(flag: str, help: str) -> Any:
     """A Spark interval such as '10 seconds'."""
-    return field(
-        default=default, metadata={"flag": flag, "kind": _DURATION, "default": default, "help": help}
-    )
+    return field(kw_only=True, metadata={"flag": flag, "kind": _DURATION, "help": help})
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,12 @@ class JobSettings:
     streaming: StreamingJobConfig
 
     def __post_init__(self) -> None:
+        flag_of_topic: dict[str, str] = {}
         for flag, topic in self.topics_by_flag().items():
             require_topic(flag, topic)
+            if topic in flag_of_topic:
+                raise ConfigError(f"{flag} {topic!r}: must differ from {flag_of_topic[topic]}")
+            flag_of_topic[topic] = flag
         for setting in self._settings():
             if setting.metadata["kind"] == _DURATION:
                 require_duration(setting.metadata["flag"], getattr(self, setting.name))
@@ -81,30 +88,20 @@ class JobSettings:
     @classmethod
     def parse_args(cls: type[SettingsT], argv: list[str] | None, *, name: str, description: str) -> SettingsT:
         """The job's command line: the shared flags (`--query-name` defaults to `name`) and its settings;
-        a bad value exits like a usage error (status 2), naming the flag."""
+        a bad or missing value exits like a usage error (status 2), naming the flag."""
         parser = streaming_job_parser(name, description, query_name=name)
         for setting in cls._settings():
             meta = setting.metadata
-            if meta["kind"] == _TOPIC:
-                add_topic_argument(parser, meta["flag"], meta["default"], meta["help"], dest=setting.name)
-            else:
-                parser.add_argument(
-                    meta["flag"], dest=setting.name, default=meta["default"], help=meta["help"]
-                )
-            if meta.get("off_flag"):
-                parser.add_argument(
-                    meta["off_flag"], dest=f"{setting.name}_off", action="store_true", help=meta["off_help"]
-                )
+            required = meta["kind"] == _DURATION or not meta["optional"]
+            parser.add_argument(meta["flag"], dest=setting.name, required=required, help=meta["help"])
 
         def build(args: argparse.Namespace, streaming: StreamingJobConfig) -> SettingsT:
-            values: dict[str, Any] = {}
+            values: dict[str, Any] = {
+                setting.name: getattr(args, setting.name) for setting in cls._settings()
+            }
             for setting in cls._settings():
-                value = getattr(args, setting.name)
                 if setting.metadata["kind"] == _DURATION:
-                    value = value.strip()
-                if setting.metadata.get("off_flag") and getattr(args, f"{setting.name}_off"):
-                    value = None
-                values[setting.name] = value
+                    values[setting.name] = values[setting.name].strip()
             return cls(streaming, **values)
 
         return parse_job_config(parser, argv, build)

@@ -14,7 +14,8 @@ restarted producer does not reuse impression ids (pass a fixed one for a fully r
 `--max-events` stops after that many impressions, once their clicks are sent; SIGTERM/SIGINT stop at once,
 dropping clicks not yet due.
 
-    python -m jobs.producers.ads --bootstrap-servers 127.0.0.1:9092 --topic ad-impressions --rate 50
+    python -m jobs.producers.ads --bootstrap-servers 127.0.0.1:9092 --rate 50 \\
+        --topic <impressions> --clicks-topic <clicks>
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def _probability(text: str) -> float:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = producer_parser("ads-producer", __doc__.splitlines()[0], topic_help="where impressions go")
-    parser.add_argument("--clicks-topic", default="ad-clicks", help="where clicks go (default ad-clicks)")
+    parser.add_argument("--clicks-topic", required=True, help="where clicks go")
     parser.add_argument("--rate", type=positive_float, default=50.0, help="impressions per second")
     parser.add_argument("--ads", type=positive_int, default=20)
     parser.add_argument("--users", type=positive_int, default=1000)

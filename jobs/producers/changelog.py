@@ -158,9 +158,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = producer_parser(
         "changelog-producer", __doc__.splitlines()[0], topic_help="the users changelog topic"
     )
-    parser.add_argument(
-        "--orders-topic", default="orders", help="the orders changelog topic (default orders)"
-    )
+    parser.add_argument("--orders-topic", required=True, help="the orders changelog topic")
     parser.add_argument("--rate", type=positive_float, default=20.0, help="changes per second, both tables")
     parser.add_argument("--users", type=positive_int, default=1000, help="user ids user-0 .. user-<n-1>")
     parser.add_argument("--seed", type=int, default=7)

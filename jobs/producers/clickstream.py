@@ -4,7 +4,7 @@ Each event is `{"user_id": "user-17", "url": "/products/3", "event_time": "2026-
 Event time trails the send time by up to `--max-disorder-seconds` (random, seeded), so the stream arrives
 out of event-time order the way real clients deliver it.
 
-    python -m jobs.producers.clickstream --bootstrap-servers 127.0.0.1:9092 --topic page-views --rate 200
+    python -m jobs.producers.clickstream --bootstrap-servers 127.0.0.1:9092 --topic <topic> --rate 200
 """
 
 from __future__ import annotations

@@ -10,31 +10,32 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import FrameType
+from typing import TypeVar
 
 from kafka import KafkaProducer
 
 from contracts.errors import ConfigError
 from contracts.kafka_security import KafkaSecurity
 
+NumberT = TypeVar("NumberT", int, float)
 
-def positive_float(text: str) -> float:
+
+def _positive(text: str, parse: Callable[[str], NumberT], what: str) -> NumberT:
     try:
-        value = float(text)
+        value = parse(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
     return value
+
+
+def positive_float(text: str) -> float:
+    return _positive(text, float, "a number")
 
 
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
+    return _positive(text, int, "a whole number")
 
 
 def iso_millis(moment: datetime) -> str:

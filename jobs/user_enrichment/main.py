@@ -1,9 +1,9 @@
 """User enrichment: each page view joined with its user's current profile (a stream-table join).
 
-Input:  `--views-topic` (page-views), JSON page views `{"user_id", "url", "event_time"}` (ISO-8601, UTC).
-        `--users-topic` (users, compacted), the CDC changelog of a users table: key = user id, value
+Input:  `--views-topic`, JSON page views `{"user_id", "url", "event_time"}` (ISO-8601, UTC).
+        `--users-topic` (compacted), the CDC changelog of a users table: key = user id, value
         `{"user_id", "name", "country", "tier", "updated_at"}`, a null value (tombstone) deletes the user.
-Output: `--output-topic` (page-views-enriched), one record per valid view, keyed by the view's position
+Output: `--output-topic`, one record per valid view, keyed by the view's position
         `<topic>/<partition>/<offset>`, value `{"user_id", "url", "event_time", "name", "country", "tier",
         "profile_updated_at"}`; the four profile fields are null when the user is unknown or deleted.
         Views are not deduplicated: the same view sent twice is enriched twice, under two keys.
@@ -34,21 +34,12 @@ Dead letters: malformed views and profiles (bad JSON, missing or mistyped fields
         user's previous version in place, until the log cleaner removes the versions it supersedes
         (compaction keeps the last record per key, bad or not).
 State:  `<checkpoint dir>/<query name>` per query: offsets and commits only; the table is the topic.
-Metrics: http://<metrics host>:<metrics port>/metrics. Each query's batch end offsets are committed to the
-        consumer group `streamstack-<query name>`, so Kafka lag tools see it.
 Replay: start with a new --checkpoint-dir and a new --output-topic; --starting-offsets applies to both
         topics, but the users table is always read from the start of the users topic.
-
-Run locally (streamstack local up does this for you):
-    python -m jobs.user_enrichment --master 'local[2]' --bootstrap-servers 127.0.0.1:9092 \\
-        --checkpoint-dir /tmp/checkpoints/user-enrichment --extra-jars <spark-sql-kafka jars>
-Every topic must exist (checked at start; a missing one is named by its flag). In the cluster the same
-flags go in the SparkApplication's `arguments`, without --master and --extra-jars.
+Metrics and how to run it: as every job (jobs.common.runner).
 """
 
 from __future__ import annotations
-
-import sys
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -58,7 +49,7 @@ from jobs.common.changelog import current_profiles
 from jobs.common.events import start_topics_dead_letter_query
 from jobs.common.kafka_io import read_topic_until, write_kafka_batch
 from jobs.common.offset_log import BatchOffsets, start_end_offsets_query
-from jobs.common.runner import run_streaming_job
+from jobs.common.runner import StreamingJob
 from jobs.common.schemas import decode_page_views, decode_profiles
 from jobs.user_enrichment.config import EnrichmentJobConfig
 from jobs.user_enrichment.transforms import (
@@ -66,12 +57,6 @@ from jobs.user_enrichment.transforms import (
     enriched_views_as_records,
     page_views_with_source,
 )
-
-QUERY_NAME = "user-enrichment"
-
-
-def parse_args(argv: list[str] | None) -> EnrichmentJobConfig:
-    return EnrichmentJobConfig.parse_args(argv, name=QUERY_NAME, description=__doc__.splitlines()[0])
 
 
 def start_enrichment_query(spark: SparkSession, config: EnrichmentJobConfig) -> StreamingQuery:
@@ -105,9 +90,5 @@ def start_queries(spark: SparkSession, config: EnrichmentJobConfig) -> list[Stre
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_streaming_job(QUERY_NAME, parse_args(argv), start_queries)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+JOB = StreamingJob("user-enrichment", EnrichmentJobConfig, start_queries, __doc__)
+parse_args, main = JOB.parse_args, JOB.main

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from jobs.common.changelog import PROFILE_FIELDS
 from jobs.common.encoding import iso_millis, json_value, record_position
 
 # Re-exported for the tests that import it from here.
@@ -25,20 +26,11 @@ def enrich_views(views: DataFrame, profiles: DataFrame) -> DataFrame:
     left join on user id, so every view comes out exactly once (profiles has at most one row per user)."""
     profiles = profiles.select(
         F.col("user_id").alias("profile_user_id"),
-        "name",
-        "country",
-        "tier",
+        *PROFILE_FIELDS,
         F.col("updated_at").alias("profile_updated_at"),
     )
     return views.join(profiles, views["user_id"] == profiles["profile_user_id"], "left").select(
-        "source",
-        "user_id",
-        "url",
-        "event_time",
-        "name",
-        "country",
-        "tier",
-        "profile_updated_at",
+        "source", "user_id", "url", "event_time", *PROFILE_FIELDS, "profile_updated_at"
     )
 
 

@@ -1,10 +1,10 @@
 """User view: a per-user materialized view (profile + order count and total) kept from two CDC changelogs.
 
-Input:  `--users-topic` (users, compacted): CDC of a users table, key = user id, value
+Input:  `--users-topic` (compacted): CDC of a users table, key = user id, value
         `{"user_id", "name", "country", "tier", "updated_at"}`, a null value (tombstone) deletes the user.
-        `--orders-topic` (orders, compacted): CDC of an orders table, key = order id, value
+        `--orders-topic` (compacted): CDC of an orders table, key = order id, value
         `{"order_id", "user_id", "amount", "status", "updated_at"}`, a tombstone deletes the order.
-Output: `--output-topic` (user-view, compacted), upserts keyed by user id, value
+Output: `--output-topic` (compacted), upserts keyed by user id, value
         `{"user_id", "name", "country", "tier", "order_count", "order_total", "updated_at"}`, and a tombstone
         for a user who is deleted. A row exists for every user whose profile exists; order_count and
         order_total cover the user's orders that exist now, each in its latest version, whatever its
@@ -32,8 +32,7 @@ Re-runs: a batch re-run after a failure computes the same view from the same off
         the topic still lacks (at-least-once, idempotent: equal rows are never rewritten). Exact while the
         log cleaner has not compacted a changelog past the batch's end in between; set
         min.compaction.lag.ms above the longest expected outage.
-Cost:   every batch scans both changelogs and the view topic (compaction keeps each near one record per
-        key), so it suits tables that a batch scan handles within the trigger interval.
+Cost:   every batch scans both changelogs and the view topic (compacted: about one record per key).
 Dead letters: malformed records of either topic (bad JSON, missing or mistyped fields, records without a
         key (`missing_key`) or whose id field differs from the key (`key_mismatch`), amounts beyond
         ±1e16 (`out_of_range`)) go to `--dead-letter-topic` with the reason in headers (query
@@ -42,20 +41,11 @@ Dead letters: malformed records of either topic (bad JSON, missing or mistyped f
         as it was, until the log cleaner removes the earlier versions it supersedes (compaction keeps
         the last record per key, bad or not).
 State:  `<checkpoint dir>/<query name>` per query: offsets and commits only.
-Metrics: http://<metrics host>:<metrics port>/metrics. Each query's batch end offsets are committed to the
-        consumer group `streamstack-<query name>`, so Kafka lag tools see it.
 Replay: start with a new --checkpoint-dir and a new --output-topic: the first batch writes the whole view.
-
-Run locally (streamstack local up does this for you):
-    python -m jobs.user_view --master 'local[2]' --bootstrap-servers 127.0.0.1:9092 \\
-        --checkpoint-dir /tmp/checkpoints/user-view --extra-jars <spark-sql-kafka jars>
-Every topic must exist (checked at start; a missing one is named by its flag). In the cluster the same
-flags go in the SparkApplication's `arguments`, without --master and --extra-jars.
+Metrics and how to run it: as every job (jobs.common.runner).
 """
 
 from __future__ import annotations
-
-import sys
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -64,7 +54,7 @@ from jobs.common.changelog import current_profiles
 from jobs.common.events import start_topics_dead_letter_query
 from jobs.common.kafka_io import read_topic_until, write_kafka_batch
 from jobs.common.offset_log import BatchOffsets, require_within_end_offsets, start_end_offsets_query
-from jobs.common.runner import run_streaming_job
+from jobs.common.runner import StreamingJob
 from jobs.common.schemas import decode_orders, decode_profiles
 from jobs.user_view.config import UserViewJobConfig
 from jobs.user_view.transforms import (
@@ -74,12 +64,6 @@ from jobs.user_view.transforms import (
     user_view_as_records,
     view_changes,
 )
-
-QUERY_NAME = "user-view"
-
-
-def parse_args(argv: list[str] | None) -> UserViewJobConfig:
-    return UserViewJobConfig.parse_args(argv, name=QUERY_NAME, description=__doc__.splitlines()[0])
 
 
 def start_view_query(spark: SparkSession, config: UserViewJobConfig) -> StreamingQuery:
@@ -112,9 +96,5 @@ def start_queries(spark: SparkSession, config: UserViewJobConfig) -> list[Stream
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_streaming_job(QUERY_NAME, parse_args(argv), start_queries)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+JOB = StreamingJob("user-view", UserViewJobConfig, start_queries, __doc__)
+parse_args, main = JOB.parse_args, JOB.main

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.common.changelog import current_rows
+from jobs.common.changelog import PROFILE_FIELDS, current_rows
 from jobs.common.encoding import iso_millis, json_value
 from jobs.common.schemas import as_amount
 
@@ -34,9 +34,7 @@ def user_view(profiles: DataFrame, orders: DataFrame) -> DataFrame:
     )
     return profiles.join(per_user, profiles["user_id"] == per_user["order_user_id"], "left").select(
         "user_id",
-        "name",
-        "country",
-        "tier",
+        *PROFILE_FIELDS,
         F.coalesce(F.col("order_count"), F.lit(0)).alias("order_count"),
         F.coalesce(F.col("order_total"), F.lit(0)).cast("double").alias("order_total"),
         F.greatest(F.col("updated_at"), F.col("orders_updated_at")).alias("updated_at"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import subprocess
@@ -12,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from contracts.pipeline import DEAD_LETTER_FLAG, load_pipeline
 from streamstack.paths import REPO_ROOT
 from streamstack.render.validate import DEFAULT_KUBERNETES_VERSION
 
@@ -73,8 +75,17 @@ def template(helm: Path, chart: str, extra: Sequence[str] = ()) -> subprocess.Co
     )
 
 
-def render(helm: Path, scenario: Scenario) -> list[dict[str, Any]]:
-    result = template(helm, scenario.chart, scenario.values_args())
+def pipeline_arguments(module: str) -> list[str]:
+    """helm flags giving the job of `module` its topics and settings from pipeline.yaml, as the stack does
+    (a job has none of its own)."""
+    pipeline = load_pipeline()
+    (job,) = [job for job in pipeline.jobs if job.module == module]
+    arguments = [DEAD_LETTER_FLAG, pipeline.dead_letter_topic, *job.arguments()]
+    return ["--set-json", f"job.extraArguments={json.dumps(arguments)}"]
+
+
+def render(helm: Path, scenario: Scenario, extra: Sequence[str] = ()) -> list[dict[str, Any]]:
+    result = template(helm, scenario.chart, [*scenario.values_args(), *extra])
     assert result.returncode == 0, f"helm template {scenario.id} failed:\n{result.stderr}"
     return [document for document in yaml.safe_load_all(result.stdout) if document]
 

@@ -25,6 +25,7 @@ from tests.charts.helm import (
     Scenario,
     of_kind,
     one,
+    pipeline_arguments,
     render,
     run_helm,
     scenarios,
@@ -203,9 +204,10 @@ def test_settings_that_cannot_work_together_fail_naming_the_field(
 @pytest.mark.parametrize("scenario", JOB_SCENARIOS, ids=ids(JOB_SCENARIOS))
 def test_job_arguments_are_the_jobs_own_flags(helm: Path, scenario: Scenario) -> None:
     values = merged_values(scenario)
-    app = one(render(helm, scenario), "SparkApplication")
-    spec = app["spec"]
     module = values["job"]["module"]
+    given = [] if values["job"]["extraArguments"] else pipeline_arguments(module)
+    app = one(render(helm, scenario, given), "SparkApplication")
+    spec = app["spec"]
     assert spec["mainApplicationFile"] == f"local:///opt/streamstack/app/jobs/{module}/__main__.py"
     assert (REPO_ROOT / "jobs" / module / "__main__.py").is_file()
     # The arguments go through the job's own parser, exactly as spark-submit hands them to it.
@@ -533,7 +535,11 @@ def test_large_whole_numbers_reach_the_job_as_whole_numbers(helm: Path) -> None:
     result = template(
         helm,
         "streaming-job",
-        ["--set-json", "job.maxOffsetsPerTrigger=5000000", "--set-json", "job.shufflePartitions=1200000"],
+        [
+            *("--set-json", "job.maxOffsetsPerTrigger=5000000"),
+            *("--set-json", "job.shufflePartitions=1200000"),
+            *pipeline_arguments("clickstream_windows"),
+        ],
     )
     assert result.returncode == 0, result.stderr
     app = one([document for document in yaml.safe_load_all(result.stdout) if document], "SparkApplication")

@@ -14,6 +14,7 @@ from typing import Any
 
 from pyspark.sql.streaming.query import StreamingQuery
 
+from contracts.pipeline import DEAD_LETTER_FLAG, load_pipeline
 from jobs.common.config import StreamingJobConfig
 from streamstack.local.jobs import spark_job_process
 from streamstack.local.kafka import LocalKafka, TopicSpec
@@ -36,6 +37,24 @@ def changelog_record(key: str, updated_at: datetime, **fields: object) -> tuple[
 def user_profile(user: str, name: str, country: str, tier: str, updated_at: datetime) -> tuple[bytes, bytes]:
     """A users-changelog upsert."""
     return changelog_record(user, updated_at, user_id=user, name=name, country=country, tier=tier)
+
+
+# The window job's hopping and session durations for a config without a windows topic (which ignores them).
+UNUSED_WINDOW_KIND_DURATIONS = {
+    "hop_window_duration": "1 minute",
+    "hop_slide": "1 minute",
+    "session_gap": "1 minute",
+}
+
+
+def catalogue_command_line(job: str) -> list[str]:
+    """The job's command line as the local runtime and the chart give it: Kafka and the checkpoint root,
+    then the dead-letter topic and the job's topics and settings from pipeline.yaml."""
+    pipeline = load_pipeline()
+    return [
+        *("--bootstrap-servers", "127.0.0.1:9092", "--checkpoint-dir", "/tmp/checkpoints"),
+        *(DEAD_LETTER_FLAG, pipeline.dead_letter_topic, *pipeline.job(job).arguments()),
+    ]
 
 
 def streaming_config(
@@ -124,7 +143,8 @@ def start_window_job(
     settings: Sequence[str],
 ) -> tuple[ManagedProcess, str]:
     """The window job as deployed, a child process with a 1 s trigger, reading `topics` (input, output,
-    dead letters) with its own `settings` flags. Returns it started, and its metrics URL."""
+    dead letters; no windows or late topic) with pipeline.yaml's settings, then `settings` flags on top.
+    Returns it started, and its metrics URL."""
     input_topic, output_topic, dead_letter_topic = topics
     port = free_port()
     process = spark_job_process(
@@ -137,6 +157,7 @@ def start_window_job(
         log_path=log_path,
         trigger_interval="1 second",
         extra_args=(
+            *load_pipeline().job("clickstream-windows").setting_arguments,
             "--input-topic",
             input_topic,
             "--output-topic",

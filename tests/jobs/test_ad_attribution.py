@@ -30,6 +30,7 @@ from jobs.ad_attribution.transforms import attribute_clicks, attributions_as_rec
 from jobs.producers import ads as ads_producer
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.jobs.streaming_helpers import (
+    catalogue_command_line,
     check_appended_once,
     create_job_topics,
     dropped_by_watermark,
@@ -390,24 +391,18 @@ def test_window_bounds_and_first_click_on_static_frames(spark: SparkSession) -> 
     assertDataFrameEqual(records, spark.createDataFrame(expected, "key string, value string"))
 
 
-def test_command_line_defaults_and_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:
-    required = ["--bootstrap-servers", "127.0.0.1:9092", "--checkpoint-dir", "/tmp/checkpoints"]
+def test_command_line_rejects_a_bad_window_and_clicks_read_from_the_impressions_topic(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    command_line = catalogue_command_line("ad-attribution")
+    impressions = parse_args(command_line).impressions_topic
 
-    config = parse_args(required)
-
-    assert (config.impressions_topic, config.clicks_topic, config.output_topic) == (
-        "ad-impressions",
-        "ad-clicks",
-        "ad-attributions",
-    )
-    assert (config.attribution_window, config.watermark_delay) == ("30 seconds", "10 seconds")
-    assert config.streaming.query_name == "ad-attribution"
     with pytest.raises(SystemExit):
-        parse_args([*required, "--attribution-window", "half a minute"])
+        parse_args([*command_line, "--attribution-window", "half a minute"])
     assert "--attribution-window 'half a minute'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        parse_args([*required, "--clicks-topic", "ad-impressions"])
-    assert "--clicks-topic 'ad-impressions'" in capsys.readouterr().err
+        parse_args([*command_line, "--clicks-topic", impressions])
+    assert f"--clicks-topic {impressions!r}: must differ from --impressions-topic" in capsys.readouterr().err
 
 
 # --- the producer ---------------------------------------------------------------------------------------

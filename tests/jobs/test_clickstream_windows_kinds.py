@@ -26,6 +26,7 @@ from jobs.clickstream_windows.config import WindowJobConfig
 from jobs.clickstream_windows.main import parse_args, start_queries
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.jobs.streaming_helpers import (
+    catalogue_command_line,
     create_job_topics,
     dropped_by_watermark,
     process_all,
@@ -281,21 +282,22 @@ def test_window_kinds_late_views_and_dead_letters_match_the_simulation(
     assert {letter.origin for letter in dead_letters} == {positions[bad] for bad in BAD_RECORDS}
 
 
-def test_command_line_turns_both_outputs_on_by_default_and_rejects_a_slide_longer_than_the_window(
+def test_command_line_has_both_outputs_off_unless_given_and_rejects_a_slide_longer_than_the_window(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    required = ["--bootstrap-servers", "127.0.0.1:9092", "--checkpoint-dir", "/tmp/checkpoints"]
+    command_line = catalogue_command_line("clickstream-windows")
+    without_outputs = [
+        part
+        for flag, value in zip(command_line[::2], command_line[1::2], strict=True)
+        if flag not in ("--windows-topic", "--late-topic")
+        for part in (flag, value)
+    ]
 
-    config = parse_args(required)
-    disabled = parse_args([*required, "--no-windows-topic", "--no-late-topic"])
+    config = parse_args(command_line)
+    disabled = parse_args(without_outputs)
 
-    assert (config.windows_topic, config.late_topic) == ("page-view-windows", "page-views-late")
-    assert (config.hop_window_duration, config.hop_slide, config.session_gap) == (
-        "30 seconds",
-        "10 seconds",
-        "30 seconds",
-    )
+    assert config.windows_topic is not None and config.late_topic is not None
     assert (disabled.windows_topic, disabled.late_topic) == (None, None)
     with pytest.raises(SystemExit):
-        parse_args([*required, "--hop-window-duration", "10 seconds", "--hop-slide", "1 minute"])
+        parse_args([*command_line, "--hop-window-duration", "10 seconds", "--hop-slide", "1 minute"])
     assert "--hop-slide '1 minute': must not exceed --hop-window-duration" in capsys.readouterr().err

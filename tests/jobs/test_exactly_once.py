@@ -117,9 +117,6 @@ def test_sigkill_at_any_point_then_restart_yields_the_uninterrupted_result(
                 str(BATCH_RECORDS),
                 "--shuffle-partitions",
                 "2",
-                # Only the per-url counts: the other window kinds are proven by their own tests.
-                "--no-windows-topic",
-                "--no-late-topic",
             ),
         )
 

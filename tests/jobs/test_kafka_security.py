@@ -89,7 +89,10 @@ def test_a_jaas_line_without_a_password_fails_without_echoing_it() -> None:
 
 def test_a_job_config_reads_the_credentials_from_its_environment() -> None:
     args = streaming_job_parser("some-job", "a job", query_name="some-job").parse_args(
-        ["--bootstrap-servers", "127.0.0.1:9092", "--checkpoint-dir", "/tmp/checkpoints"]
+        [
+            *("--bootstrap-servers", "127.0.0.1:9092", "--checkpoint-dir", "/tmp/checkpoints"),
+            *("--dead-letter-topic", "dead-letters"),
+        ]
     )
     config = streaming_job_config(
         args,

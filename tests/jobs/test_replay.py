@@ -18,6 +18,7 @@ from jobs.clickstream_windows.config import WindowJobConfig
 from jobs.clickstream_windows.main import start_queries
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.jobs.streaming_helpers import (
+    UNUSED_WINDOW_KIND_DURATIONS,
     create_job_topics,
     process_all,
     running,
@@ -90,6 +91,8 @@ class Replay:
             output_topic=f"{prefix}-out",
             window_duration="10 seconds",
             watermark_delay="3 hours",
+            # Without a windows topic only the per-url counts run; these durations go unused.
+            **UNUSED_WINDOW_KIND_DURATIONS,
         )
         create_job_topics(
             self.kafka, config.streaming, TopicSpec(config.output_topic, partitions=2, compact=True)

@@ -30,7 +30,13 @@ from jobs.common.shadow_group import ShadowGroupCommitter
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.local.kafka_security import SecuredListeners
 from streamstack.runtimes import Runtimes
-from tests.jobs.streaming_helpers import iso, process_all, running, streaming_config
+from tests.jobs.streaming_helpers import (
+    UNUSED_WINDOW_KIND_DURATIONS,
+    iso,
+    process_all,
+    running,
+    streaming_config,
+)
 from tests.kafka_helpers import latest_per_key, produce, read_all, read_records, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -85,6 +91,7 @@ def test_a_window_job_reads_and_writes_through_the_scram_listener(
         output_topic="secured-views-per-url",
         window_duration="1 minute",
         watermark_delay="10 seconds",
+        **UNUSED_WINDOW_KIND_DURATIONS,
     )
     kafka.create_topics(
         [

@@ -24,6 +24,7 @@ from jobs.sessionization.main import parse_args, start_queries
 from jobs.sessionization.transforms import sessionize, sessions_as_records
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.jobs.streaming_helpers import (
+    catalogue_command_line,
     check_appended_once,
     create_job_topics,
     dropped_by_watermark,
@@ -283,14 +284,7 @@ def test_clicks_exactly_a_gap_apart_share_a_session(spark: SparkSession) -> None
     assertDataFrameEqual(records, spark.createDataFrame(expected, "key string, value string"))
 
 
-def test_command_line_defaults_and_a_bad_gap(capsys: pytest.CaptureFixture[str]) -> None:
-    required = ["--bootstrap-servers", "127.0.0.1:9092", "--checkpoint-dir", "/tmp/checkpoints"]
-
-    config = parse_args(required)
-
-    assert (config.input_topic, config.output_topic) == ("page-views", "user-sessions")
-    assert (config.session_gap, config.watermark_delay) == ("30 seconds", "10 seconds")
-    assert config.streaming.query_name == "sessionization"
+def test_command_line_rejects_a_bad_gap(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        parse_args([*required, "--session-gap", "half an hour"])
+        parse_args([*catalogue_command_line("sessionization"), "--session-gap", "half an hour"])
     assert "--session-gap 'half an hour'" in capsys.readouterr().err

@@ -104,8 +104,6 @@ def test_shadow_group_and_checkpoint_agree_and_both_return_to_zero(
         log_path=tmp_path / "job.log",
         topics=(topic, f"{topic}-per-url", f"{topic}.dead-letters"),
         settings=(
-            "--no-windows-topic",
-            "--no-late-topic",
             "--max-offsets-per-trigger",
             str(MAX_OFFSETS_PER_TRIGGER),
             "--shuffle-partitions",

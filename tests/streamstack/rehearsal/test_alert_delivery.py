@@ -186,7 +186,7 @@ def test_a_killed_job_alerts_at_the_webhook(
         checkpoint_dir=tmp_path / "checkpoints",
         log_path=tmp_path / "job.log",
         topics=topics,
-        settings=("--shuffle-partitions", "2", "--no-windows-topic", "--no-late-topic"),
+        settings=("--shuffle-partitions", "2"),
     )
     target = metrics_url.removeprefix("http://").removesuffix("/metrics")
     prometheus = LocalPrometheus(

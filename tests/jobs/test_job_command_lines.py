@@ -1,0 +1,55 @@
+"""Every job takes its topics and settings from the pipeline catalogue, and has none of its own: the command
+line the local runtime and the chart build from pipeline.yaml is what the job runs with, and a job started
+without one of its topic or duration flags stops with a usage error naming that flag."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from contracts.pipeline import load_pipeline
+from tests.jobs.streaming_helpers import catalogue_command_line
+
+JOBS = [job.name for job in load_pipeline().jobs]
+
+
+def job_parser(job: str) -> Callable[[list[str]], Any]:
+    main = importlib.import_module(f"{load_pipeline().job(job).python_module}.main")
+    parse_args: Callable[[list[str]], Any] = main.parse_args
+    return parse_args
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_the_catalogue_command_line_gives_the_job_its_topics_and_settings(job: str) -> None:
+    entry = load_pipeline().job(job)
+
+    config = job_parser(job)(catalogue_command_line(job))
+
+    assert config.topics_by_flag() == dict(entry.topics)
+    assert config.streaming.dead_letter_topic == load_pipeline().dead_letter_topic
+    assert config.streaming.query_name == job
+    for flag, value in entry.settings:
+        field_name = flag.removeprefix("--").replace("-", "_")
+        assert getattr(config, field_name) == value
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_a_missing_topic_or_setting_is_a_usage_error_naming_its_flag(
+    job: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entry = load_pipeline().job(job)
+    command_line = catalogue_command_line(job)
+    config_fields = dataclasses.fields(job_parser(job)(command_line))
+    optional = {field.metadata["flag"] for field in config_fields if field.metadata.get("optional")}
+    required_flags = ["--dead-letter-topic", *(flag for flag, _ in (*entry.topics, *entry.settings))]
+
+    for flag in (flag for flag in required_flags if flag not in optional):
+        at = command_line.index(flag)
+        with pytest.raises(SystemExit) as stopped:
+            job_parser(job)(command_line[:at] + command_line[at + 2 :])
+        assert stopped.value.code == 2
+        assert flag in capsys.readouterr().err
