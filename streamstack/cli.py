@@ -22,11 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 from streamstack import lag_status, panels, runtimes
 from streamstack.errors import StreamstackError
 from streamstack.local.pipeline import Pipeline, streaming_pipeline
+from streamstack.local.process import STOP_SIGNALS
 from streamstack.local.stack import (
     LocalStack,
     LocalStackOptions,
@@ -37,6 +38,7 @@ from streamstack.local.stack import (
     status_document,
     stop_recorded_processes,
     supervisor_alive,
+    supervisor_skipped,
 )
 from streamstack.local.status import render_table
 from streamstack.paths import REPO_ROOT, default_workdir
@@ -191,8 +193,23 @@ def _stop_on_signals() -> None:
     def interrupt(_signum: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, interrupt)
+
+
+def _silence(stream: TextIO) -> None:
+    """Point a stream whose reader has gone at /dev/null, so that neither the next write nor the flush at
+    exit fails again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+
+
+def _say(message: str, stream: TextIO) -> None:
+    try:
+        print(message, file=stream, flush=True)
+    except BrokenPipeError:
+        _silence(stream)
 
 
 def _endpoints(state: dict[str, Any]) -> str:
@@ -257,12 +274,14 @@ def _local_up(args: argparse.Namespace, workdir: Path) -> int:
             time.sleep(2.0 if interactive else 5.0)
     except KeyboardInterrupt:
         pass
+    except BrokenPipeError:  # whoever read our output is gone (`up | tee`, then Ctrl-C): stop, as on SIGTERM
+        _silence(sys.stdout)
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)  # a second Ctrl-C must not cut the teardown short
-        print("stopping the local stack ...", file=sys.stderr, flush=True)
+        _say("stopping the local stack ...", sys.stderr)
         stack.down()
-        print("stopped", file=sys.stderr, flush=True)
+        _say("stopped", sys.stderr)
     return 0
 
 
@@ -316,7 +335,11 @@ def _local_down(workdir: Path) -> int:
     pid = int(state.get("supervisor_pid", 0))
     if supervisor_alive(state):
         signal_supervisor_and_wait(pid)
-    leftovers = stop_recorded_processes(state)
+    elif (skipped_supervisor := supervisor_skipped(state)) is not None:
+        print(skipped_supervisor)
+    leftovers, skipped = stop_recorded_processes(state)
+    for line in skipped:
+        print(line)
     state_path(workdir).unlink(missing_ok=True)
     note = f" (also stopped leftover {', '.join(leftovers)})" if leftovers else ""
     print(f"local stack stopped{note}")

@@ -39,33 +39,14 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from contracts.metrics import (
-    BATCH_UTILIZATION,
-    CHECKPOINT_READABLE,
-    EXPORTER_LAST_SUCCESS,
-    EXPORTER_STALE,
-    EXPORTER_UP,
-    GROUP_MAX_SECONDS,
-    GROUP_RECORDS,
-    GROUP_STATUS_CODE,
-    GROUP_STATUSES,
-    LAG_PREFIX,
-    PARTITION_STATUSES,
-    QUERY_ACTIVE,
-    QUERY_FAILED,
-    QUERY_PREFIX,
-    RATE_LIMITED,
-    STATUS_CODE,
-    STATUS_CODES,
-    WATERMARK_DELAY_SECONDS,
-)
+from contracts import metrics
 from contracts.shadow_groups import SHADOW_GROUP_PREFIX
 from streamstack.errors import StreamstackError
 from streamstack.local.stack import require_running_state
 from streamstack.paths import default_workdir
 
-GROUP_STATUS_NAMES = {STATUS_CODES[name]: name for name in GROUP_STATUSES}
-PARTITION_STATUS_NAMES = {STATUS_CODES[name]: name for name in PARTITION_STATUSES}
+GROUP_STATUS_NAMES = {metrics.STATUS_CODES[name]: name for name in metrics.GROUP_STATUSES}
+PARTITION_STATUS_NAMES = {metrics.STATUS_CODES[name]: name for name in metrics.PARTITION_STATUSES}
 
 Samples = list[tuple[str, dict[str, str], float]]
 
@@ -165,19 +146,19 @@ class ConsumerLag:
 
 def parse_exporter(url: str, samples: Samples) -> tuple[ExporterState, list[ConsumerLag]]:
     def single(name: str) -> float | None:
-        values = [value for sample_name, _, value in samples if sample_name == LAG_PREFIX + name]
+        values = [value for sample_name, _, value in samples if sample_name == metrics.LAG_PREFIX + name]
         return values[0] if values else None
 
-    last_success = single(EXPORTER_LAST_SUCCESS)
+    last_success = single(metrics.EXPORTER_LAST_SUCCESS)
     unreadable = sorted(
         labels["group"]
         for name, labels, value in samples
-        if name == LAG_PREFIX + CHECKPOINT_READABLE and value == 0 and "group" in labels
+        if name == metrics.LAG_PREFIX + metrics.CHECKPOINT_READABLE and value == 0 and "group" in labels
     )
     health = ExporterState(
         url=url,
-        up=single(EXPORTER_UP) == 1,
-        stale=single(EXPORTER_STALE) == 1,
+        up=single(metrics.EXPORTER_UP) == 1,
+        stale=single(metrics.EXPORTER_STALE) == 1,
         last_success_timestamp_seconds=last_success if last_success else None,
         unreadable_checkpoints=tuple(unreadable),
     )
@@ -186,14 +167,14 @@ def parse_exporter(url: str, samples: Samples) -> tuple[ExporterState, list[Cons
         if "source" not in labels or "group" not in labels:
             continue
         entry = per_group.setdefault((labels["source"], labels["group"]), {"topics": set(), "worst": 1})
-        metric = name.removeprefix(LAG_PREFIX)
-        if metric == GROUP_RECORDS:
+        metric = name.removeprefix(metrics.LAG_PREFIX)
+        if metric == metrics.GROUP_RECORDS:
             entry["lag"] = int(value)
-        elif metric == GROUP_MAX_SECONDS:
+        elif metric == metrics.GROUP_MAX_SECONDS:
             entry["seconds"] = value
-        elif metric == GROUP_STATUS_CODE:
+        elif metric == metrics.GROUP_STATUS_CODE:
             entry["status"] = GROUP_STATUS_NAMES.get(int(value), str(int(value)))
-        elif metric == STATUS_CODE:
+        elif metric == metrics.STATUS_CODE:
             entry["topics"].add(labels["topic"])
             entry["worst"] = max(entry["worst"], int(value))
     consumers = [
@@ -227,18 +208,18 @@ def parse_job(samples: Samples) -> list[Backpressure]:
     by_query: dict[str, dict[str, float]] = {}
     for name, labels, value in samples:
         if "query" in labels:
-            by_query.setdefault(labels["query"], {})[name.removeprefix(QUERY_PREFIX)] = value
+            by_query.setdefault(labels["query"], {})[name.removeprefix(metrics.QUERY_PREFIX)] = value
     result = []
     for query, values in sorted(by_query.items()):
-        failed, active = values.get(QUERY_FAILED) == 1, values.get(QUERY_ACTIVE) == 1
-        rate_limited = values.get(RATE_LIMITED)
+        failed, active = values.get(metrics.QUERY_FAILED) == 1, values.get(metrics.QUERY_ACTIVE) == 1
+        rate_limited = values.get(metrics.RATE_LIMITED)
         result.append(
             Backpressure(
                 query=query,
                 state="failed" if failed else ("running" if active else "stopped"),
-                batch_utilization=values.get(BATCH_UTILIZATION),
+                batch_utilization=values.get(metrics.BATCH_UTILIZATION),
                 rate_limited=None if rate_limited is None else rate_limited == 1,
-                watermark_delay_seconds=values.get(WATERMARK_DELAY_SECONDS),
+                watermark_delay_seconds=values.get(metrics.WATERMARK_DELAY_SECONDS),
             )
         )
     return result
@@ -343,13 +324,13 @@ class StatusReport:
 
 
 def collect(endpoints: Endpoints, shadow_prefix: str, timeout: float) -> StatusReport:
-    exporter_samples = fetch_samples(endpoints.exporter_url, LAG_PREFIX, "--exporter-url", timeout)
+    exporter_samples = fetch_samples(endpoints.exporter_url, metrics.LAG_PREFIX, "--exporter-url", timeout)
     health, consumers = parse_exporter(endpoints.exporter_url, exporter_samples)
     backpressure: list[Backpressure] = []
     unreachable: list[str] = []
     for url in endpoints.job_metrics_urls:
         try:
-            backpressure += parse_job(fetch_samples(url, QUERY_PREFIX, "--job-metrics-url", timeout))
+            backpressure += parse_job(fetch_samples(url, metrics.QUERY_PREFIX, "--job-metrics-url", timeout))
         except StreamstackError as error:
             if endpoints.strict_jobs:
                 raise

@@ -21,14 +21,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from infra import alertmanager as routing
 from infra import config as infra_config
 from streamstack import render
 from streamstack.errors import StreamstackError
-from streamstack.local.ports import LOOPBACK, claim_port
-from streamstack.local.process import ManagedProcess
+from streamstack.local.ports import LOOPBACK
+from streamstack.local.service import ConfiguredHttpService
 from streamstack.runtimes import Runtimes
 
 
@@ -83,19 +81,13 @@ def alertmanager_argv(binary: Path, arguments: Sequence[str]) -> list[str]:
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
 
 
-class LocalAlertmanager:
-    def __init__(self, runtimes: Runtimes, workdir: Path, config: Mapping[str, Any], port: int = 0) -> None:
-        self.runtimes = runtimes
-        self.workdir = workdir
-        self.port = claim_port(port, "Alertmanager", "--alertmanager-port")
-        self.config_path = workdir / "alertmanager.yml"
-        self.log_path = workdir / "alertmanager.log"
-        self._config = dict(config)
-        self._process: ManagedProcess | None = None
+class LocalAlertmanager(ConfiguredHttpService):
+    name = "alertmanager"
+    title = "Alertmanager"
+    port_flag = "--alertmanager-port"
 
-    @property
-    def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
+    def __init__(self, runtimes: Runtimes, workdir: Path, config: Mapping[str, Any], port: int = 0) -> None:
+        super().__init__(runtimes, workdir, port, config)
 
     @property
     def address(self) -> str:
@@ -103,11 +95,9 @@ class LocalAlertmanager:
         return f"{LOOPBACK}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> LocalAlertmanager:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(yaml.safe_dump(self._config, sort_keys=False))
+        self._write_config()
         self.config_path.chmod(0o600)  # it holds the notifiers' URLs and keys
-        self._process = ManagedProcess(
-            "alertmanager",
+        self._launch_until_ready(
             alertmanager_argv(
                 self.runtimes.alertmanager,
                 [
@@ -117,9 +107,9 @@ class LocalAlertmanager:
                     "--cluster.listen-address=",  # no gossip listener: one instance, nothing on 0.0.0.0:9094
                 ],
             ),
-            self.log_path,
-        ).start()
-        self._process.wait_until_http_ready("Alertmanager", f"{self.url}/-/ready", timeout, poll=0.2)
+            timeout,
+            poll=0.2,
+        )
         return self
 
     def post_alerts(self, alerts: Sequence[Mapping[str, Any]]) -> None:
@@ -140,7 +130,3 @@ class LocalAlertmanager:
         with urllib.request.urlopen(f"{self.url}/api/v2/alerts", timeout=5) as response:
             result: list[dict[str, Any]] = json.load(response)
         return result
-
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.stop()

@@ -40,8 +40,8 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from streamstack.errors import StreamstackError
 from streamstack.local.kafka_security import AclAuthorization, SecuredListeners
-from streamstack.local.ports import LOOPBACK, claim_port, free_port
-from streamstack.local.process import ManagedProcess
+from streamstack.local.ports import LOOPBACK, free_port
+from streamstack.local.service import LocalService
 from streamstack.runtimes import Runtimes
 
 _LOG4J2 = """\
@@ -166,8 +166,13 @@ def _cluster_id() -> str:
             return cluster_id
 
 
-class LocalKafka:
+class LocalKafka(LocalService):
     """Formats storage, starts the broker, waits until it answers, creates topics, stops it."""
+
+    name = "kafka"
+    title = "Kafka"
+    port_flag = "--kafka-port"
+    stop_timeout = 30.0
 
     def __init__(
         self,
@@ -179,9 +184,7 @@ class LocalKafka:
         *,
         metrics_allowlist: Sequence[str] = METRICS_ALLOWLIST,
     ) -> None:
-        self.runtimes = runtimes
-        self.workdir = workdir
-        self.port = claim_port(port, "Kafka", "--kafka-port")
+        super().__init__(runtimes, workdir, port)
         self.controller_port = free_port()
         self.metrics_port = free_port()
         self.metrics_allowlist = tuple(metrics_allowlist)
@@ -189,9 +192,7 @@ class LocalKafka:
         self.secured = secured
         self.secured_ports = {protocol: free_port() for protocol in secured.protocols} if secured else {}
         self.internal_port = free_port() if secured and secured.authorization else None
-        self.log_path = workdir / "kafka.log"
         self.authorizer_log_path = workdir / "kafka-authorizer.log"
-        self._process: ManagedProcess | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -214,12 +215,6 @@ class LocalKafka:
         if security_protocol not in self.secured_ports:
             raise StreamstackError(f"this broker has no {security_protocol} listener")
         return f"{LOOPBACK}:{self.secured_ports[security_protocol]}"
-
-    @property
-    def pid(self) -> int:
-        if self._process is None:
-            raise RuntimeError("Kafka has not been started")
-        return self._process.pid
 
     def _java(self, main_class: str, *args: str) -> list[str]:
         jars = (*self.runtimes.kafka_classpath, *self.runtimes.metrics_reporter_jars)
@@ -337,9 +332,7 @@ class LocalKafka:
         )
         if formatted.returncode != 0:
             raise StreamstackError(f"formatting Kafka storage failed: {formatted.stderr.strip()[-500:]}")
-        self._process = ManagedProcess(
-            "kafka", self._java("kafka.Kafka", str(config_path)), self.log_path
-        ).start()
+        self._launch(self._java("kafka.Kafka", str(config_path)))
         self._wait_until_ready(timeout)
         return self
 
@@ -429,7 +422,3 @@ class LocalKafka:
             and all(partition["leader_id"] >= 0 for partition in described[topic.name]["partitions"])
             for topic in topics
         )
-
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.stop(timeout=30)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from contracts.pipeline import DEAD_LETTER_FLAG, load_pipeline
+from contracts.pipeline import DEAD_LETTER_FLAG, Producer, load_pipeline
 from contracts.pipeline import Pipeline as Catalogue
 from streamstack.errors import StreamstackError
 from streamstack.local.kafka import TopicSpec
@@ -28,20 +28,11 @@ class JobSpec:
 
 
 @dataclass(frozen=True)
-class ProducerSpec:
-    """A synthetic event producer run as `python -m <module>` with bootstrap servers, topic and rate;
-    `extra_args` come last, so they may override the rate."""
-
-    name: str
-    module: str
-    topic: str
-    extra_args: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class Pipeline:
     topics: tuple[TopicSpec, ...]
-    producers: tuple[ProducerSpec, ...]
+    # Each runs as `python -m <module>` with bootstrap servers, topic and rate, then its `arguments` (which
+    # may override the rate).
+    producers: tuple[Producer, ...]
     jobs: tuple[JobSpec, ...]
 
     def only(self, job_names: Sequence[str]) -> Pipeline:
@@ -62,10 +53,7 @@ def local_pipeline(catalogue: Catalogue) -> Pipeline:
             TopicSpec(topic.name, partitions=topic.partitions, extra_config=topic.topic_config())
             for topic in catalogue.topics
         ),
-        producers=tuple(
-            ProducerSpec(producer.name, producer.module, producer.topic, producer.arguments)
-            for producer in catalogue.producers
-        ),
+        producers=catalogue.producers,
         jobs=tuple(
             JobSpec(
                 job.name,

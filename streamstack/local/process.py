@@ -1,19 +1,59 @@
-"""Child processes that are always stopped: own process group, log to a file, terminate then kill."""
+"""Child processes that are always stopped: own process group, log to a file, terminate then kill, and killed
+by the kernel when the process that started them dies (however it dies)."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from streamstack.errors import StreamstackError
 
 _PROC = Path("/proc")
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+"""What makes a supervisor stop its children cleanly."""
+
+
+@contextlib.contextmanager
+def stop_signals_deferred() -> Iterator[frozenset[int]]:
+    """Hold STOP_SIGNALS back (in this thread) until the block ends, so that a child is started and recorded
+    before a stop can begin; yields the signal mask to restore in a child."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield frozenset(previous)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _die_with_parent(mask: frozenset[int]) -> Callable[[], None]:
+    """A preexec_fn: the child gets SIGKILL when the thread that forked it exits (PR_SET_PDEATHSIG).
+
+    The kernel ties this to the *thread*, so children must be started from one that lives as long as the
+    supervisor (its main thread). Only direct children are covered; their own children are reached through
+    the process group, or (a PySpark driver's JVM) exit when their parent's pipe closes."""
+    if not sys.platform.startswith("linux"):
+        return lambda: signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before fork: the child only calls it
+    parent = os.getpid()
+
+    def preexec() -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            os._exit(127)
+        if os.getppid() != parent:  # the parent died before prctl: no signal will come
+            os._exit(127)
+
+    return preexec
 
 
 def _live_members_from_proc(pgid: int) -> bool:
@@ -60,7 +100,8 @@ def stop_process_group(pgid: int, timeout: float = 15.0, reap: Callable[[], obje
 
 
 class ManagedProcess:
-    """One child process in a new session, so Ctrl-C reaches the supervisor, which stops it in order."""
+    """One child process in a new session, so Ctrl-C reaches the supervisor, which stops it in order; the
+    kernel kills it if the supervisor dies first (start it from the main thread)."""
 
     def __init__(
         self,
@@ -83,9 +124,11 @@ class ManagedProcess:
             raise RuntimeError(f"{self.name} has not been started")
         return self._popen.pid
 
-    def start(self) -> ManagedProcess:
+    def start(self, on_start: Callable[[ManagedProcess], object] | None = None) -> ManagedProcess:
+        """Start the process; `on_start` (say, writing its pid to a state file) runs before a stop signal
+        can interrupt the supervisor, so nothing it starts goes unrecorded."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
+        with self.log_path.open("ab") as log, stop_signals_deferred() as mask:
             self._popen = subprocess.Popen(
                 self.argv,
                 stdin=subprocess.DEVNULL,
@@ -94,7 +137,10 @@ class ManagedProcess:
                 env=self.env,
                 cwd=self.cwd,
                 start_new_session=True,
+                preexec_fn=_die_with_parent(mask),  # noqa: PLW1509 (the only way to set PDEATHSIG)
             )
+            if on_start is not None:
+                on_start(self)
         return self
 
     def exit_code(self) -> int | None:

@@ -10,11 +10,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from streamstack.errors import StreamstackError
-from streamstack.local.ports import LOOPBACK, claim_port
-from streamstack.local.process import ManagedProcess
+from streamstack.local.ports import LOOPBACK
+from streamstack.local.service import ConfiguredHttpService
 from streamstack.paths import REPO_ROOT
 from streamstack.runtimes import Runtimes
 
@@ -50,7 +48,11 @@ def scrape_config(
     return config
 
 
-class LocalPrometheus:
+class LocalPrometheus(ConfiguredHttpService):
+    name = "prometheus"
+    title = "Prometheus"
+    port_flag = "--prometheus-port"
+
     def __init__(
         self,
         runtimes: Runtimes,
@@ -62,29 +64,12 @@ class LocalPrometheus:
         rule_files: Sequence[Path] = (RULE_FILES,),
         alertmanagers: Sequence[str] = (),
     ) -> None:
-        self.runtimes = runtimes
-        self.workdir = workdir
-        self.port = claim_port(port, "Prometheus", "--prometheus-port")
-        self.config_path = workdir / "prometheus.yml"
-        self.log_path = workdir / "prometheus.log"
-        self._config = scrape_config(targets_by_scrape_job, scrape_interval, rule_files, alertmanagers)
-        self._process: ManagedProcess | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        if self._process is None:
-            raise RuntimeError("Prometheus has not been started")
-        return self._process.pid
+        config = scrape_config(targets_by_scrape_job, scrape_interval, rule_files, alertmanagers)
+        super().__init__(runtimes, workdir, port, config)
 
     def start(self, timeout: float = 30.0) -> LocalPrometheus:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(yaml.safe_dump(self._config, sort_keys=False))
-        self._process = ManagedProcess(
-            "prometheus",
+        self._write_config()
+        self._launch_until_ready(
             [
                 str(self.runtimes.prometheus),
                 f"--config.file={self.config_path}",
@@ -93,18 +78,14 @@ class LocalPrometheus:
                 "--web.enable-lifecycle",
                 "--storage.tsdb.retention.time=1d",
             ],
-            self.log_path,
-        ).start()
-        self._process.wait_until_http_ready("Prometheus", f"{self.url}/-/ready", timeout, poll=0.3)
+            timeout,
+            poll=0.3,
+        )
         return self
 
     def query(self, promql: str) -> list[dict[str, Any]]:
         """Instant query; the result vector."""
         return query_prometheus(self.url, promql)
-
-    def stop(self) -> None:
-        if self._process is not None:
-            self._process.stop()
 
 
 def query_prometheus(url: str, promql: str, timeout: float = 5.0) -> list[dict[str, Any]]:

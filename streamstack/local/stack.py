@@ -1,8 +1,10 @@
 """The local stack: Kafka, topics, jobs, producers and Prometheus, started and stopped as one.
 
 The process that calls `up()` is the supervisor: it owns every child and, on Ctrl-C or SIGTERM, stops them
-in reverse order. `state.json` in the work directory says where everything is, for `status` and `down`
-from another terminal.
+in reverse order. Every child is its own process group (a PySpark driver's JVM included) and is killed by the
+kernel if the supervisor dies without stopping it. `state.json` in the work directory says where everything
+is, for `status` and `down` from another terminal: each process is recorded, with its start time and command
+line, before the supervisor waits for anything, and `down` signals only processes that still match.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from streamstack.errors import StreamstackError
+from streamstack.local.identity import ProcessIdentity, identity_mismatch
 from streamstack.local.jobs import lag_exporter_process, producer_process, spark_job_process
 from streamstack.local.kafka import LocalKafka
 from streamstack.local.pipeline import Pipeline
@@ -56,16 +59,24 @@ def read_state(workdir: Path) -> dict[str, Any] | None:
 
 
 def supervisor_alive(state: dict[str, Any]) -> bool:
+    """The recorded supervisor still runs (not merely another process that got its pid)."""
     pid = int(state.get("supervisor_pid", 0))
     if pid <= 0:
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    current = ProcessIdentity.of(pid)
+    if current is None:
         return False
-    except PermissionError:
-        return True
-    return True
+    return "supervisor" not in state or identity_mismatch(state["supervisor"], current) is None
+
+
+def supervisor_skipped(state: dict[str, Any]) -> str | None:
+    """Why the live process with the recorded supervisor's pid is not signalled (a line), if it is not."""
+    pid = int(state.get("supervisor_pid", 0))
+    current = ProcessIdentity.of(pid) if pid > 0 else None
+    if current is None or "supervisor" not in state:
+        return None
+    reason = identity_mismatch(state["supervisor"], current)
+    return None if reason is None else f"skipped pid {pid} (supervisor): {reason}"
 
 
 def require_running_state(workdir: Path) -> dict[str, Any]:
@@ -108,14 +119,31 @@ def status_document(state: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def stop_recorded_processes(state: dict[str, Any]) -> list[str]:
-    """Stop every process group a state file records, newest first; the names of those still running."""
-    stopped = []
+def _process_record(process: ManagedProcess, kind: str) -> dict[str, Any]:
+    identity = ProcessIdentity.of(process.pid)
+    return {
+        "name": process.name,
+        "kind": kind,
+        **(identity.as_record() if identity is not None else {"pid": process.pid}),
+    }
+
+
+def stop_recorded_processes(state: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Stop every process group a state file records, newest first, if its leader is still the process
+    recorded; the names of those stopped, and a line for each one skipped saying why."""
+    stopped, skipped = [], []
     for entry in reversed(state.get("processes", [])):
-        if process_group_alive(int(entry["pid"])):
-            stop_process_group(int(entry["pid"]))
+        pid = int(entry["pid"])
+        current = ProcessIdentity.of(pid)
+        if current is not None and (reason := identity_mismatch(entry, current)) is not None:
+            skipped.append(f"skipped pid {pid} ({entry['name']}): {reason}")
+            continue
+        # With its leader gone, a group that still has members is still ours: Linux does not reuse a pid
+        # while a process group bears its number.
+        if process_group_alive(pid):
+            stop_process_group(pid)
             stopped.append(entry["name"])
-    return stopped
+    return stopped, skipped
 
 
 class LocalStack:
@@ -146,13 +174,13 @@ class LocalStack:
         tmp.write_text(json.dumps(self._state, indent=2))
         tmp.replace(state_path(self.workdir))
 
-    def _track(self, process: ManagedProcess, kind: str) -> ManagedProcess:
-        self._processes.append(process)
-        self._state.setdefault("processes", []).append(
-            {"name": process.name, "kind": kind, "pid": process.pid}
-        )
+    def _record(self, process: ManagedProcess, kind: str) -> None:
+        self._state["processes"].append(_process_record(process, kind))
         self._write_state()
-        return process
+
+    def _start_tracked(self, process: ManagedProcess, kind: str) -> ManagedProcess:
+        self._processes.append(process)
+        return process.start(on_start=lambda started: self._record(started, kind))
 
     def up(self) -> dict[str, Any]:
         existing = read_state(self.workdir)
@@ -170,6 +198,7 @@ class LocalStack:
         run_dir = self.workdir / "run"
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
+        supervisor = ProcessIdentity.of(os.getpid())
         self._state = {
             "supervisor_pid": os.getpid(),
             "workdir": str(self.workdir),
@@ -177,6 +206,8 @@ class LocalStack:
             "ready": False,
             "processes": [],
         }
+        if supervisor is not None:
+            self._state["supervisor"] = supervisor.as_record()
         self._write_state()
         try:
             self._start_all(run_dir, metrics_ports, prometheus_port, exporter_port)
@@ -188,7 +219,9 @@ class LocalStack:
     def _start_all(
         self, run_dir: Path, metrics_ports: list[int], prometheus_port: int, exporter_port: int
     ) -> None:
-        kafka = LocalKafka(self.runtimes, run_dir / "kafka", port=self.options.kafka_port)
+        kafka = LocalKafka(self.runtimes, run_dir / "kafka", port=self.options.kafka_port).on_launch(
+            lambda process: self._record(process, "kafka")
+        )
         self._kafka = kafka
         kafka.start()
         self._state["kafka"] = {
@@ -196,7 +229,6 @@ class LocalStack:
             "metrics_url": kafka.metrics_url,
             "log": str(kafka.log_path),
         }
-        self._state["processes"].append({"name": "kafka", "kind": "kafka", "pid": kafka.pid})
         self._write_state()
         kafka.create_topics(self.pipeline.topics)
 
@@ -204,17 +236,20 @@ class LocalStack:
         for job, port in zip(self.pipeline.jobs, metrics_ports, strict=True):
             checkpoint_dir = run_dir / "checkpoints" / job.name
             checkpoint_dir.mkdir(parents=True)  # the lag exporter watches it from the start
-            process = spark_job_process(
-                self.runtimes,
-                job.module,
-                name=job.name,
-                bootstrap_servers=kafka.bootstrap_servers,
-                checkpoint_dir=checkpoint_dir,
-                metrics_port=port,
-                log_path=run_dir / "logs" / f"{job.name}.log",
-                trigger_interval=self.options.trigger_interval,
-                extra_args=job.args,
-            ).start()
+            process = self._start_tracked(
+                spark_job_process(
+                    self.runtimes,
+                    job.module,
+                    name=job.name,
+                    bootstrap_servers=kafka.bootstrap_servers,
+                    checkpoint_dir=checkpoint_dir,
+                    metrics_port=port,
+                    log_path=run_dir / "logs" / f"{job.name}.log",
+                    trigger_interval=self.options.trigger_interval,
+                    extra_args=job.args,
+                ),
+                "job",
+            )
             self._state["jobs"].append(
                 {
                     "name": job.name,
@@ -225,37 +260,40 @@ class LocalStack:
                     "log": str(process.log_path),
                 }
             )
-            self._track(process, "job")
 
         self._state["producers"] = []
         for producer in self.pipeline.producers:
-            process = producer_process(
-                self.runtimes,
-                producer.module,
-                name=producer.name,
-                bootstrap_servers=kafka.bootstrap_servers,
-                topic=producer.topic,
-                rate=self.options.rate,
-                log_path=run_dir / "logs" / f"{producer.name}.log",
-                extra_args=producer.extra_args,
-            ).start()
+            process = self._start_tracked(
+                producer_process(
+                    self.runtimes,
+                    producer.module,
+                    name=producer.name,
+                    bootstrap_servers=kafka.bootstrap_servers,
+                    topic=producer.topic,
+                    rate=self.options.rate,
+                    log_path=run_dir / "logs" / f"{producer.name}.log",
+                    extra_args=producer.arguments,
+                ),
+                "producer",
+            )
             self._state["producers"].append(
                 {"name": producer.name, "topic": producer.topic, "log": str(process.log_path)}
             )
-            self._track(process, "producer")
 
-        exporter = lag_exporter_process(
-            self.runtimes,
-            bootstrap_servers=kafka.bootstrap_servers,
-            port=exporter_port,
-            checkpoint_roots={job["name"]: Path(job["checkpoint_dir"]) for job in self._state["jobs"]},
-            log_path=run_dir / "logs" / "lag-exporter.log",
-        ).start()
+        exporter = self._start_tracked(
+            lag_exporter_process(
+                self.runtimes,
+                bootstrap_servers=kafka.bootstrap_servers,
+                port=exporter_port,
+                checkpoint_roots={job["name"]: Path(job["checkpoint_dir"]) for job in self._state["jobs"]},
+                log_path=run_dir / "logs" / "lag-exporter.log",
+            ),
+            "exporter",
+        )
         self._state["exporter"] = {
             "metrics_url": f"http://{LOOPBACK}:{exporter_port}/metrics",
             "log": str(exporter.log_path),
         }
-        self._track(exporter, "exporter")
 
         prometheus = LocalPrometheus(
             self.runtimes,
@@ -266,11 +304,10 @@ class LocalStack:
                 KAFKA_SCRAPE_JOB: [kafka.metrics_target],
             },
             port=prometheus_port,
-        )
+        ).on_launch(lambda process: self._record(process, "prometheus"))
         self._prometheus = prometheus
         prometheus.start()
         self._state["prometheus"] = {"url": prometheus.url, "log": str(prometheus.log_path)}
-        self._state["processes"].append({"name": "prometheus", "kind": "prometheus", "pid": prometheus.pid})
         self._state["ready"] = True
         self._write_state()
 

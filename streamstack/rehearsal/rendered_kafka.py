@@ -190,14 +190,10 @@ def _acl(user: str, index: int, rule: Mapping[str, Any]) -> RenderedAcl:
             f"{where}: unknown field {unknown[0]!r} (kafka.strimzi.io/v1 has `operations`)"
         )
     resource = rule.get("resource") or {}
-    resource_type = resource.get("type")
-    if resource_type not in _RESOURCE_TYPES:
-        raise StreamstackError(
-            f"{where}.resource.type {resource_type!r}: expected one of {', '.join(_RESOURCE_TYPES)}"
-        )
-    pattern_type = resource.get("patternType", "literal")
-    if pattern_type not in _PATTERN_TYPES:
-        raise StreamstackError(f"{where}.resource.patternType {pattern_type!r}: expected literal or prefix")
+    resource_type = _one_of(f"{where}.resource.type", resource.get("type"), _RESOURCE_TYPES)
+    pattern_type = _one_of(
+        f"{where}.resource.patternType", resource.get("patternType", "literal"), _PATTERN_TYPES
+    )
     name = resource.get("name")
     if resource_type == "cluster":
         name = None
@@ -209,10 +205,17 @@ def _acl(user: str, index: int, rule: Mapping[str, Any]) -> RenderedAcl:
         raise StreamstackError(
             f"{where}.operations {list(operations)!r}: expected some of {', '.join(_OPERATIONS)}"
         )
-    permission = rule.get("type", "allow")
-    if permission not in _PERMISSIONS:
-        raise StreamstackError(f"{where}.type {permission!r}: expected allow or deny")
+    permission = _one_of(f"{where}.type", rule.get("type", "allow"), _PERMISSIONS)
     return RenderedAcl(resource_type, name, pattern_type, operations, permission, str(rule.get("host", "*")))
+
+
+def _one_of(field: str, value: Any, choices: Mapping[str, Any]) -> str:
+    """`value`, when it is one of the `choices`; else an error naming the field and the choices."""
+    if value not in choices:
+        names = list(choices)
+        expected = " or ".join(names) if len(names) == 2 else f"one of {', '.join(names)}"
+        raise StreamstackError(f"{field} {value!r}: expected {expected}")
+    return str(value)
 
 
 def rendered_kafka_users(objects: Iterable[Mapping[str, Any]]) -> list[RenderedKafkaUser]:

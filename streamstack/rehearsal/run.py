@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from contracts.pipeline import load_pipeline
 from streamstack.errors import StreamstackError
@@ -140,22 +140,22 @@ class _Progress:
         return settled and started_jobs == set(checkpoint_roots) and all(n > 0 for n in batches.values())
 
 
-@contextmanager
-def _started(prometheus: LocalPrometheus) -> Iterator[LocalPrometheus]:
-    prometheus.start()
-    try:
-        yield prometheus
-    finally:
-        prometheus.stop()
+class _Startable(Protocol):
+    def start(self) -> object: ...
+
+    def stop(self) -> None: ...
+
+
+_StartableT = TypeVar("_StartableT", bound=_Startable)
 
 
 @contextmanager
-def _running(process: ManagedProcess) -> Iterator[ManagedProcess]:
-    process.start()
+def _running(startable: _StartableT) -> Iterator[_StartableT]:
+    startable.start()
     try:
-        yield process
+        yield startable
     finally:
-        process.stop()
+        startable.stop()
 
 
 def fresh_work_dir(work_dir: Path, *, ours: bool = False) -> Path:
@@ -274,7 +274,7 @@ def rehearse(
                 KAFKA_SCRAPE_JOB: [kafka.kafka.metrics_target],
             },
         )
-        stack.enter_context(_started(prometheus))
+        stack.enter_context(_running(prometheus))
 
         started = time.monotonic()
         progress = _Progress()

@@ -22,51 +22,15 @@ and whatever the chart's `transforms` set.
     write_rendered(rendered, Path("out"))
 """
 
+from streamstack.render import records
 from streamstack.render.helm import helm_template, pulumi_type, render_local_chart
 from streamstack.render.output import manifest_filename, to_yaml, validate_rendered, write_rendered
 from streamstack.render.program import render_stack
 from streamstack.render.project import Project, load_project, stack_config
-from streamstack.render.records import (
-    CLUSTER_CA_SECRET_SUFFIX,
-    CRD_TYPE,
-    HELM_CHART_TYPE,
-    HELM_RELEASE_TYPE,
-    HELM_TEMPLATE_TIMEOUT_S,
-    REMOTE_COMPONENT_TYPES,
-    RENDER_MARKER,
-    RESOURCE_POLICY_ANNOTATION,
-    SECRET_PLACEHOLDER,
-    SECRET_TYPE,
-    UNKNOWN_PLACEHOLDER,
-    ChartObject,
-    ChartRenderError,
-    HelmRelease,
-    LocalChart,
-    ProgramError,
-    Registration,
-    RenderedStack,
-)
+from streamstack.render.records import *  # noqa: F403 (every record type and constant is public here)
 
 __all__ = [
-    "CLUSTER_CA_SECRET_SUFFIX",
-    "CRD_TYPE",
-    "HELM_CHART_TYPE",
-    "HELM_RELEASE_TYPE",
-    "HELM_TEMPLATE_TIMEOUT_S",
-    "REMOTE_COMPONENT_TYPES",
-    "RENDER_MARKER",
-    "RESOURCE_POLICY_ANNOTATION",
-    "SECRET_PLACEHOLDER",
-    "SECRET_TYPE",
-    "UNKNOWN_PLACEHOLDER",
-    "ChartObject",
-    "ChartRenderError",
-    "HelmRelease",
-    "LocalChart",
-    "ProgramError",
     "Project",
-    "Registration",
-    "RenderedStack",
     "helm_template",
     "load_project",
     "manifest_filename",
@@ -78,3 +42,4 @@ __all__ = [
     "validate_rendered",
     "write_rendered",
 ]
+__all__ += records.__all__

@@ -78,21 +78,21 @@ def write_rendered(rendered: RenderedStack, out_dir: Path) -> list[Path]:
         path.write_text(to_yaml(manifest))
         written.append(path)
     for release in rendered.helm_releases:
-        directory = out_dir / "helm" / release.release_name
-        directory.mkdir(parents=True, exist_ok=False)
-        (directory / "release.yaml").write_text(to_yaml(release.record()))
-        (directory / "values.yaml").write_text(to_yaml(release.values))
-        written += [directory / "release.yaml", directory / "values.yaml"]
+        written += _write_release(out_dir / "helm" / release.release_name, release.record(), release.values)
     for chart in rendered.local_charts:
-        directory = out_dir / "charts" / chart.release_name
-        directory.mkdir(parents=True, exist_ok=False)
-        (directory / "release.yaml").write_text(to_yaml(chart.record()))
-        (directory / "values.yaml").write_text(to_yaml(chart.values))
-        written += [directory / "release.yaml", directory / "values.yaml"]
+        written += _write_release(out_dir / "charts" / chart.release_name, chart.record(), chart.values)
     outputs_path = out_dir / "outputs.yaml"
     outputs_path.write_text(to_yaml(rendered.outputs))
     written.append(outputs_path)
     return written
+
+
+def _write_release(directory: Path, record: Mapping[str, Any], values: Mapping[str, Any]) -> list[Path]:
+    """`release.yaml` and `values.yaml` of one release, in a directory of its own."""
+    directory.mkdir(parents=True, exist_ok=False)
+    (directory / "release.yaml").write_text(to_yaml(record))
+    (directory / "values.yaml").write_text(to_yaml(values))
+    return [directory / "release.yaml", directory / "values.yaml"]
 
 
 # libyaml's emitter when PyYAML has it: the upstream CRDs are megabytes, which the pure-Python emitter takes

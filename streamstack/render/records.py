@@ -12,6 +12,27 @@ from streamstack.errors import StreamstackError
 from streamstack.paths import REPO_ROOT
 from streamstack.render.project import _kubernetes_version
 
+__all__ = [
+    "CLUSTER_CA_SECRET_SUFFIX",
+    "CRD_TYPE",
+    "HELM_CHART_TYPE",
+    "HELM_RELEASE_TYPE",
+    "HELM_TEMPLATE_TIMEOUT_S",
+    "REMOTE_COMPONENT_TYPES",
+    "RENDER_MARKER",
+    "RESOURCE_POLICY_ANNOTATION",
+    "SECRET_PLACEHOLDER",
+    "SECRET_TYPE",
+    "UNKNOWN_PLACEHOLDER",
+    "ChartObject",
+    "ChartRenderError",
+    "HelmRelease",
+    "LocalChart",
+    "ProgramError",
+    "Registration",
+    "RenderedStack",
+]
+
 HELM_RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 
 

@@ -8,6 +8,39 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+__all__ = [
+    "ALERTMANAGER",
+    "ALERTMANAGER_DIR_ENV",
+    "APT_OPTIONS",
+    "APT_TIMEOUT_S",
+    "DEFAULT_MAVEN_REPO",
+    "JOBS_IMAGE_JARS_BEGIN",
+    "JOBS_IMAGE_JARS_DIR",
+    "JOBS_IMAGE_JARS_END",
+    "KUBERNETES_TOOLS_HINT",
+    "LOCK_PATH",
+    "MAVEN_REPO_ENV",
+    "MIN_JAVA_VERSION",
+    "NETWORK_TIMEOUT_S",
+    "PARALLEL_DOWNLOADS",
+    "PROMETHEUS",
+    "PROMETHEUS_DIR_ENV",
+    "PROMETHEUS_READY_MARKER",
+    "SETUP_HINT",
+    "VERIFIED_STAMP_SUFFIX",
+    "DebPackage",
+    "DebRuntime",
+    "Lock",
+    "MavenArtifact",
+    "Runtimes",
+    "jar_path",
+    "jobs_image_jar_instructions",
+    "load_lock",
+    "prometheus_home",
+    "pyspark_bundles",
+    "pyspark_jars_dir",
+]
+
 LOCK_PATH = Path(__file__).parent.parent / "runtimes.lock.json"
 
 
