@@ -11,14 +11,17 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from contracts.record_sizes import DEAD_LETTER_MAX_MESSAGE_BYTES, INPUT_MAX_MESSAGE_BYTES
+
 CATALOGUE_PATH = Path(__file__).resolve().parent.parent / "pipeline.yaml"
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+MAX_MESSAGE_BYTES = "max.message.bytes"
 DEAD_LETTER_FLAG = "--dead-letter-topic"
 
 # What a topic name, a job's command-line flag and a job's package may look like: the stack config
@@ -251,6 +254,27 @@ def _producer(name: str, fields: _Fields, topics: Mapping[str, Topic]) -> Produc
     )
 
 
+def _sized_dead_letter_topic(topics: Mapping[str, Topic], dead_letters: str, jobs: tuple[Job, ...]) -> Topic:
+    """The dead-letter topic with room for the dead letter of the largest input record
+    (contracts.record_sizes); no input topic may take larger records than that sizing assumes."""
+    for input_topic in dict.fromkeys(name for job in jobs for name in job.topics_of(job.reads)):
+        limit = topics[input_topic].extra_config.get(MAX_MESSAGE_BYTES)
+        if limit is not None and (not limit.isdigit() or int(limit) > INPUT_MAX_MESSAGE_BYTES):
+            raise CatalogueError(
+                f"topics.{input_topic}.config.{MAX_MESSAGE_BYTES}: {limit!r} is not a number of bytes up to "
+                f"{INPUT_MAX_MESSAGE_BYTES}, the largest input record the dead-letter topic is sized for "
+                "(contracts/record_sizes.py)"
+            )
+    topic = topics[dead_letters]
+    if MAX_MESSAGE_BYTES in topic.extra_config:
+        raise CatalogueError(
+            f"topics.{dead_letters}.config.{MAX_MESSAGE_BYTES}: set from contracts/record_sizes.py, not here"
+        )
+    return replace(
+        topic, extra_config={**topic.extra_config, MAX_MESSAGE_BYTES: str(DEAD_LETTER_MAX_MESSAGE_BYTES)}
+    )
+
+
 def parse_pipeline(document: object, source: str = "pipeline.yaml") -> Pipeline:
     """The catalogue from its YAML document; `source` prefixes every error message."""
     try:
@@ -266,6 +290,7 @@ def parse_pipeline(document: object, source: str = "pipeline.yaml") -> Pipeline:
         }
         jobs_fields = root.child("jobs")
         jobs = tuple(_job(name, jobs_fields.child(name), topics, producers) for name in jobs_fields.raw)
+        topics[dead_letters] = _sized_dead_letter_topic(topics, dead_letters, jobs)
     except CatalogueError as error:
         raise CatalogueError(f"{source}: {error}") from None
     return Pipeline(tuple(topics.values()), jobs, tuple(producers.values()), dead_letters)

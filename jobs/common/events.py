@@ -31,6 +31,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from contracts.record_sizes import MAX_DEAD_LETTER_DETAIL_CHARS
 from jobs.common.config import EventLimits, StreamingJobConfig
 from jobs.common.encoding import kafka_header, record_position, source_headers
 from jobs.common.kafka_io import read_kafka_stream, write_kafka_stream
@@ -270,14 +271,16 @@ def valid_events(decoded: DataFrame, *, with_record_key: bool = False) -> DataFr
 
 
 def dead_letter_records(decoded: DataFrame, source_query: str) -> DataFrame:
-    """Dead letters as Kafka rows: the raw value, keyed by origin, the reason and origin in headers."""
+    """Dead letters as Kafka rows: the raw value, keyed by origin, the reason and origin in headers (the
+    detail cut to `MAX_DEAD_LETTER_DETAIL_CHARS`: it may quote a field as large as the value)."""
     bad = decoded.where(F.col("dead_letter_reason").isNotNull())
+    detail = F.left(F.col("dead_letter_detail"), F.lit(MAX_DEAD_LETTER_DETAIL_CHARS))
     return bad.select(
         record_position().alias("key"),
         F.col("value"),
         F.array(
             kafka_header("dead_letter.reason", F.col("dead_letter_reason")),
-            kafka_header("dead_letter.detail", F.col("dead_letter_detail")),
+            kafka_header("dead_letter.detail", detail),
             kafka_header("dead_letter.query", F.lit(source_query)),
             *source_headers(timestamp=True),
         ).alias("headers"),

@@ -18,12 +18,19 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from contracts.errors import ConfigError
+from contracts.record_sizes import DEAD_LETTER_MAX_MESSAGE_BYTES
 from jobs.common.config import StreamingJobConfig
 
 
 def kafka_options(config: StreamingJobConfig) -> dict[str, str]:
     """Where Kafka is and how to authenticate, as Spark Kafka source/sink options."""
     return {"kafka.bootstrap.servers": config.bootstrap_servers, **config.kafka_security.spark_options()}
+
+
+def kafka_sink_options(config: StreamingJobConfig) -> dict[str, str]:
+    """`kafka_options` plus the producer's request limit, large enough for the dead letter of the largest
+    record an input topic accepts (contracts.record_sizes); below it the sink fails on every retry."""
+    return {**kafka_options(config), "kafka.max.request.size": str(DEAD_LETTER_MAX_MESSAGE_BYTES)}
 
 
 def read_kafka_stream(spark: SparkSession, config: StreamingJobConfig, topics: Sequence[str]) -> DataFrame:
@@ -82,7 +89,7 @@ def write_kafka_stream(
     writer = (
         records.writeStream.format("kafka")
         .queryName(query_name)
-        .options(**kafka_options(config))
+        .options(**kafka_sink_options(config))
         .option("checkpointLocation", config.checkpoint_for(query_name))
         .outputMode(output_mode)
         .trigger(processingTime=config.trigger_interval)
@@ -94,7 +101,7 @@ def write_kafka_stream(
 
 def write_kafka_batch(records: DataFrame, config: StreamingJobConfig, topic: str) -> None:
     """Write a batch DataFrame of `key`/`value` (and optional `headers`) rows to a topic (in foreachBatch)."""
-    (records.write.format("kafka").options(**kafka_options(config)).option("topic", topic).save())
+    (records.write.format("kafka").options(**kafka_sink_options(config)).option("topic", topic).save())
 
 
 def start_foreach_batch_query(

@@ -8,6 +8,9 @@ Impressions `{"impression_id", "ad_id", "user_id", "event_time"}` go to `--topic
 when that moment comes, so clicks follow their impressions as they would in production. Delays beyond the
 join's attribution window make clicks that the job leaves unattributed.
 
+`--malformed-share` of the impressions (default 0.5%, 0: none) are sent malformed instead, each kind of
+dead letter in turn (jobs.producers.faults), and get no click.
+
 Ads, users, click decisions and delays are drawn from a generator seeded by `--seed`; ids are
 `imp-<run id>-<n>` and `clk-<run id>-<n>`, where `--run-id` defaults to the start time in milliseconds so a
 restarted producer does not reuse impression ids (pass a fixed one for a fully reproducible run).
@@ -31,14 +34,19 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
 from jobs.producers.common import SendLoop, iso_millis, positive_float, positive_int, producer_parser
+from jobs.producers.faults import EventShape, FaultSchedule, Malformer, add_malformed_share_argument
+
+IMPRESSION_SHAPE = EventShape(text_field="ad_id", time_field="event_time")
 
 
 @dataclass(frozen=True)
 class _AdEvent:
+    def fields(self) -> dict[str, object]:
+        """The fields, in their declared order; times as ISO-8601 text."""
+        return {name: iso_millis(v) if isinstance(v, datetime) else v for name, v in asdict(self).items()}
+
     def to_json(self) -> bytes:
-        """The fields, in their declared order, as JSON; times as ISO-8601 text."""
-        fields = {name: iso_millis(v) if isinstance(v, datetime) else v for name, v in asdict(self).items()}
-        return json.dumps(fields).encode()
+        return json.dumps(self.fields()).encode()
 
 
 @dataclass(frozen=True)
@@ -132,6 +140,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-click-delay-seconds", type=_non_negative_float, default=40.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--run-id", default=None, help="part of every id (default: start time in ms)")
+    add_malformed_share_argument(parser)
     parser.add_argument(
         "--max-events", type=positive_int, default=None, help="stop after this many impressions"
     )
@@ -158,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     pending: list[tuple[float, int, AdClick]] = []
     sequence = itertools.count()
     clicks = 0
+    schedule = FaultSchedule(args.malformed_share)
+    malformer = Malformer(IMPRESSION_SHAPE, args.seed)
     with SendLoop(args.bootstrap_servers, args.rate) as loop:
 
         def send_due_clicks(now: float) -> None:
@@ -171,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
             now = time.time()
             send_due_clicks(now)
             impression, click = generator.next_impression(now)
+            if schedule.next_kind() == "malformed":
+                bad = malformer.malform(impression.impression_id, impression.fields(), now)
+                loop.producer.send(args.topic, key=bad.key, value=bad.value)
+                return
             loop.producer.send(args.topic, key=impression.impression_id.encode(), value=impression.to_json())
             if click is not None:
                 heapq.heappush(pending, (click.event_time.timestamp(), next(sequence), click))
@@ -181,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
             send_due_clicks(time.time())
     print(
         f"sent {impressions} impressions to {args.topic} and {clicks} clicks to {args.clicks_topic}"
-        + (f"; dropped {len(pending)} clicks not yet due" if pending else ""),
+        + (f"; dropped {len(pending)} clicks not yet due" if pending else "")
+        + schedule.summary(),
         flush=True,
     )
     return 0

@@ -11,12 +11,17 @@ users (and now and then for a user who does not exist (yet), as a CDC stream acr
 move through their statuses, have their amount corrected, and are deleted. `--rate` counts changes of
 both tables together.
 
+`--malformed-share` of the records (default 0.5%, 0: none) are malformed instead, to each table in turn and
+each kind of dead letter in turn (jobs.producers.faults); they are keyed `malformed-<reason>`, never a row's
+id, so they change no table. The changes themselves are the same as without them.
+
     python -m jobs.producers.changelog --bootstrap-servers 127.0.0.1:9092 --topic users --rate 20
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import sys
@@ -26,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from jobs.producers.common import SendLoop, iso_millis, positive_float, positive_int, producer_parser
+from jobs.producers.faults import EventShape, FaultSchedule, Malformer, add_malformed_share_argument
 
 TableName = Literal["users", "orders"]
 
@@ -35,6 +41,17 @@ _TIERS = ("free", "basic", "gold")
 # An order's status moves forward; a delivered order may still be returned.
 _NEXT_STATUS = {"placed": "paid", "paid": "shipped", "shipped": "delivered", "delivered": "returned"}
 _MAX_ORDERS_PER_USER = 5
+
+SHAPES: dict[TableName, EventShape] = {
+    "users": EventShape(text_field="name", time_field="updated_at", is_event_time=False, key_field="user_id"),
+    "orders": EventShape(
+        text_field="status",
+        time_field="updated_at",
+        is_event_time=False,
+        key_field="order_id",
+        amount_field="amount",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,13 @@ class Change:
 
 def _iso(moment: float) -> str:
     return iso_millis(datetime.fromtimestamp(moment, UTC))
+
+
+def example_row(table: TableName, now: float) -> dict[str, object]:
+    """A well-formed row of the table, for a malformed record to break (which replaces its id)."""
+    if table == "users":
+        return {"user_id": "", "name": "Ada 0", "country": "DE", "tier": "free", "updated_at": _iso(now)}
+    return {"order_id": "", "user_id": "user-0", "amount": 9.99, "status": "placed", "updated_at": _iso(now)}
 
 
 class ChangelogGenerator:
@@ -163,6 +187,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--users", type=positive_int, default=1000, help="user ids user-0 .. user-<n-1>")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--max-events", type=int, default=None, help="stop after this many changes")
+    add_malformed_share_argument(parser)
     args = parser.parse_args(argv)
     if args.orders_topic == args.topic:
         parser.error(f"--orders-topic {args.orders_topic!r}: must differ from --topic")
@@ -174,10 +199,20 @@ def main(argv: list[str] | None = None) -> int:
     generator = ChangelogGenerator(args.users, args.seed)
     topics: dict[TableName, str] = {"users": args.topic, "orders": args.orders_topic}
     sent = {"users": 0, "orders": 0, "deletes": 0}
+    schedule = FaultSchedule(args.malformed_share)
+    malformers = itertools.cycle(
+        [(table, Malformer(shape, args.seed + n)) for n, (table, shape) in enumerate(SHAPES.items())]
+    )
     with SendLoop(args.bootstrap_servers, args.rate) as loop:
 
         def send_change() -> None:
-            change = generator.next_change(time.time())
+            now = time.time()
+            if schedule.next_kind() == "malformed":
+                table, malformer = next(malformers)
+                bad = malformer.malform("", example_row(table, now), now)
+                loop.producer.send(topics[table], key=bad.key, value=bad.value)
+                return
+            change = generator.next_change(now)
             key, value = change.encoded()
             loop.producer.send(topics[change.table], key=key, value=value)
             sent[change.table] += 1
@@ -186,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         loop.run(send_change, limit=args.max_events)
     print(
         f"sent {sent['users']} user changes to {args.topic} and {sent['orders']} order changes to "
-        f"{args.orders_topic} ({sent['deletes']} deletes)",
+        f"{args.orders_topic} ({sent['deletes']} deletes){schedule.summary()}",
         flush=True,
     )
     return 0

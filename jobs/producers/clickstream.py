@@ -2,7 +2,10 @@
 
 Each event is `{"user_id": "user-17", "url": "/products/3", "event_time": "2026-01-01T12:00:00.123Z"}`.
 Event time trails the send time by up to `--max-disorder-seconds` (random, seeded), so the stream arrives
-out of event-time order the way real clients deliver it.
+out of event-time order the way real clients deliver it. `--late-share` of the views (default 0.5%) trail it
+by `--late-seconds` more, behind every job's watermark: the windows job drops them and routes them to its
+late topic. `--malformed-share` of the records (default 0.5%) are malformed, each kind of dead letter in turn
+(jobs.producers.faults); 0 turns either off.
 
     python -m jobs.producers.clickstream --bootstrap-servers 127.0.0.1:9092 --topic <topic> --rate 200
 """
@@ -18,6 +21,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from jobs.producers.common import SendLoop, iso_millis, positive_float, positive_int, producer_parser
+from jobs.producers.faults import (
+    DEFAULT_LATE_SECONDS,
+    DEFAULT_LATE_SHARE,
+    EventShape,
+    FaultSchedule,
+    Malformer,
+    add_malformed_share_argument,
+    share,
+)
+
+SHAPE = EventShape(text_field="url", time_field="event_time")
 
 
 @dataclass(frozen=True)
@@ -26,10 +40,11 @@ class PageView:
     url: str
     event_time: datetime
 
+    def fields(self) -> dict[str, object]:
+        return {"user_id": self.user_id, "url": self.url, "event_time": iso_millis(self.event_time)}
+
     def to_json(self) -> bytes:
-        return json.dumps(
-            {"user_id": self.user_id, "url": self.url, "event_time": iso_millis(self.event_time)}
-        ).encode()
+        return json.dumps(self.fields()).encode()
 
 
 class PageViewGenerator:
@@ -58,20 +73,41 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-disorder-seconds", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--max-events", type=int, default=None, help="stop after this many events")
-    return parser.parse_args(argv)
+    add_malformed_share_argument(parser)
+    parser.add_argument(
+        "--late-share", type=share, default=DEFAULT_LATE_SHARE, help="share of views sent late (0: none)"
+    )
+    parser.add_argument(
+        "--late-seconds",
+        type=positive_float,
+        default=DEFAULT_LATE_SECONDS,
+        help="how far a late view's event time trails the others'",
+    )
+    args = parser.parse_args(argv)
+    if args.malformed_share + args.late_share > 1:
+        parser.error("--malformed-share and --late-share add up to more than 1")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     generator = PageViewGenerator(args.users, args.urls, args.max_disorder_seconds, args.seed)
+    schedule = FaultSchedule(args.malformed_share, args.late_share)
+    malformer = Malformer(SHAPE, args.seed)
     with SendLoop(args.bootstrap_servers, args.rate) as loop:
 
         def send_view() -> None:
-            view = generator.next_view(time.time())
-            loop.producer.send(args.topic, key=view.user_id.encode(), value=view.to_json())
+            now = time.time()
+            kind = schedule.next_kind()
+            view = generator.next_view(now - args.late_seconds if kind == "late" else now)
+            if kind == "malformed":
+                bad = malformer.malform(view.user_id, view.fields(), now)
+                loop.producer.send(args.topic, key=bad.key, value=bad.value)
+            else:
+                loop.producer.send(args.topic, key=view.user_id.encode(), value=view.to_json())
 
         sent = loop.run(send_view, limit=args.max_events)
-    print(f"sent {sent} page views to {args.topic}", flush=True)
+    print(f"sent {sent} page views to {args.topic}{schedule.summary()}", flush=True)
     return 0
 
 

@@ -14,6 +14,11 @@ import pytest
 import yaml
 
 from contracts.pipeline import CATALOGUE_PATH, CatalogueError, load_pipeline, parse_pipeline
+from contracts.record_sizes import (
+    DEAD_LETTER_MAX_MESSAGE_BYTES,
+    INPUT_MAX_MESSAGE_BYTES,
+    MAX_DEAD_LETTER_DETAIL_CHARS,
+)
 from streamstack.local.pipeline import local_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,6 +41,15 @@ def test_the_repositorys_catalogue_loads_with_every_job_reading_a_declared_topic
     assert pipeline.topic("users").topic_config()["cleanup.policy"] == "compact"
 
 
+def test_the_dead_letter_topic_takes_the_largest_input_record_with_its_key_and_headers() -> None:
+    pipeline = load_pipeline()
+    dead_letters = pipeline.topic(pipeline.dead_letter_topic).topic_config()
+    assert dead_letters["max.message.bytes"] == str(DEAD_LETTER_MAX_MESSAGE_BYTES)
+    assert DEAD_LETTER_MAX_MESSAGE_BYTES - INPUT_MAX_MESSAGE_BYTES >= 4 * MAX_DEAD_LETTER_DETAIL_CHARS + 4096
+    inputs = {topic for job in pipeline.jobs for topic in job.topics_of(job.reads)}
+    assert all("max.message.bytes" not in pipeline.topic(topic).topic_config() for topic in inputs)
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -53,6 +67,14 @@ def test_the_repositorys_catalogue_loads_with_every_job_reading_a_declared_topic
         (lambda d: d["topics"]["users"].update(cleanupPolicy="keep"), "topics.users.cleanupPolicy: 'keep'"),
         (lambda d: d["topics"]["users"].update(partitions=0), "topics.users.partitions: 0 is not"),
         (lambda d: d.update(deadLetterTopic="graveyard"), "deadLetterTopic: graveyard is not a topic"),
+        (
+            lambda d: d["topics"]["page-views"].update(config={"max.message.bytes": "2000000"}),
+            "topics.page-views.config.max.message.bytes: '2000000' is not a number of bytes up to 1048588",
+        ),
+        (
+            lambda d: d["topics"]["dead-letters"].update(config={"max.message.bytes": "1"}),
+            "topics.dead-letters.config.max.message.bytes: set from contracts/record_sizes.py",
+        ),
         (
             lambda d: d["jobs"]["sessionization"]["settings"].update({"--output-topic": "x"}),
             "jobs.sessionization.settings.--output-topic: a topic flag",

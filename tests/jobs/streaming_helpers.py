@@ -73,8 +73,10 @@ def streaming_config(
 
 
 def create_job_topics(kafka: LocalKafka, streaming: StreamingJobConfig, *topics: TopicSpec) -> None:
-    """Create a job's topics, then its dead-letter topic."""
-    kafka.create_topics([*topics, TopicSpec(streaming.dead_letter_topic)])
+    """Create a job's topics, then its dead-letter topic with the catalogue's dead-letter topic config."""
+    pipeline = load_pipeline()
+    dead_letter_config = pipeline.topic(pipeline.dead_letter_topic).topic_config()
+    kafka.create_topics([*topics, TopicSpec(streaming.dead_letter_topic, extra_config=dead_letter_config)])
 
 
 def process_all(queries: Sequence[StreamingQuery]) -> None:

@@ -428,6 +428,7 @@ def test_producer_sends_seeded_impressions_and_their_clicks(kafka: LocalKafka, t
         ]
         argv += ["--rate", "200", "--max-events", "40", "--click-probability", "0.5", "--seed", "3"]
         argv += ["--min-click-delay-seconds", "0.1", "--max-click-delay-seconds", "0.4", "--run-id", "t"]
+        argv += ["--malformed-share", "0"]
         assert ads_producer.main(argv) == 0
         runs.append((produced(bootstrap, impressions_topic), produced(bootstrap, clicks_topic)))
 
@@ -454,6 +455,7 @@ def test_producer_stops_cleanly_on_sigterm(kafka: LocalKafka, topic_name: str) -
     kafka.create_topics([TopicSpec(f"{topic_name}-impressions"), TopicSpec(f"{topic_name}-clicks")])
     argv = ["--bootstrap-servers", kafka.bootstrap_servers, "--topic", f"{topic_name}-impressions"]
     argv += ["--clicks-topic", f"{topic_name}-clicks", "--rate", "50", "--click-probability", "1"]
+    argv += ["--malformed-share", "0"]
     process = subprocess.Popen(
         [sys.executable, "-m", "jobs.producers.ads", *argv], stdout=subprocess.PIPE, text=True
     )

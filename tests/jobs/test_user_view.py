@@ -434,6 +434,8 @@ def test_changelog_producer_writes_keyed_changes_and_stops_on_sigterm(
         "200",
         "--users",
         "20",
+        "--malformed-share",
+        "0",
     ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=repo_root())
     try:
