@@ -28,6 +28,7 @@ from streamstack import lag_status, panels, runtimes
 from streamstack.errors import StreamstackError
 from streamstack.local.pipeline import Pipeline, streaming_pipeline
 from streamstack.local.process import STOP_SIGNALS
+from streamstack.local.restart_policy import RESTART_TYPES, RestartPolicy
 from streamstack.local.stack import (
     LocalStack,
     LocalStackOptions,
@@ -40,11 +41,12 @@ from streamstack.local.stack import (
     supervisor_alive,
     supervisor_skipped,
 )
-from streamstack.local.status import render_table
+from streamstack.local.status import render_children, render_table
 from streamstack.paths import REPO_ROOT, default_workdir
 from streamstack.rehearsal import run as rehearsal_run
 
 DETACH_TIMEOUT_SECONDS = 240.0
+SUPERVISE_EVERY_SECONDS = 0.5
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
@@ -105,6 +107,9 @@ def _local_up_arguments(up: argparse.ArgumentParser) -> None:
     up.add_argument("--prometheus-port", type=int, default=9090, help="0 picks a free port")
     up.add_argument("--metrics-port", type=int, default=9401, help="first job's metrics port; 0 picks free")
     up.add_argument("--exporter-port", type=int, default=9308, help="lag exporter; 0 picks a free port")
+    up.add_argument(
+        "--supervisor-port", type=int, default=9309, help="the supervisor's restart metrics; 0 picks free"
+    )
     up.add_argument("--rate", type=float, default=50.0, help="events per second from each producer")
     up.add_argument("--trigger-interval", default="5 seconds", help="micro-batch trigger of every job")
     up.add_argument(
@@ -112,6 +117,27 @@ def _local_up_arguments(up: argparse.ArgumentParser) -> None:
         default=None,
         metavar="NAME[,NAME]",
         help=f"run only these jobs (default all: {', '.join(job.name for job in streaming_pipeline().jobs)})",
+    )
+    policy = RestartPolicy()
+    up.add_argument(
+        "--restart-policy",
+        choices=RESTART_TYPES,
+        default=policy.type,
+        help="restartPolicy.type of charts/streaming-job: restart after any exit, a failure only, or never",
+    )
+    up.add_argument(
+        "--restart-retries",
+        type=int,
+        default=policy.on_failure_retries,
+        metavar="N",
+        help="restarts after failures in a row; the next failure marks the child failed",
+    )
+    up.add_argument(
+        "--restart-interval",
+        type=float,
+        default=policy.on_failure_retry_interval,
+        metavar="SECONDS",
+        help="restartPolicy.onFailureRetryInterval: wait before the first restart, doubled per failure",
     )
     up.add_argument("--run-for", type=float, default=None, metavar="SECONDS", help="stop after this long")
     up.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)
@@ -232,8 +258,14 @@ def _options(args: argparse.Namespace, workdir: Path) -> LocalStackOptions:
         prometheus_port=args.prometheus_port,
         metrics_port=args.metrics_port,
         exporter_port=args.exporter_port,
+        supervisor_port=args.supervisor_port,
         rate=args.rate,
         trigger_interval=args.trigger_interval,
+        restart_policy=RestartPolicy(
+            type=args.restart_policy,
+            on_failure_retries=args.restart_retries,
+            on_failure_retry_interval=args.restart_interval,
+        ),
     )
 
 
@@ -259,19 +291,19 @@ def _local_up(args: argparse.Namespace, workdir: Path) -> int:
             print(_endpoints(state), flush=True)
             print("Ctrl-C stops everything.", flush=True)
         started = time.monotonic()
+        render_every = 2.0 if interactive else 5.0
+        next_render = started
         while args.run_for is None or time.monotonic() - started < args.run_for:
-            if not args.supervised:
-                table = render_table(job_statuses(state))
+            for event in stack.supervise():
+                print(f"[{time.strftime('%H:%M:%S')}] {event}", flush=True)
+            if not args.supervised and time.monotonic() >= next_render:
+                next_render = time.monotonic() + render_every
+                table = _status_tables(state)
                 if interactive:
                     print("\033[H\033[J" + _endpoints(state) + "\n\n" + table, flush=True)
                 else:
                     print(f"[{time.strftime('%H:%M:%S')}]\n{table}", flush=True)
-            for process in stack.exited_children():
-                print(
-                    f"{process.name} exited with code {process.exit_code()}; log {process.log_path}",
-                    flush=True,
-                )
-            time.sleep(2.0 if interactive else 5.0)
+            time.sleep(SUPERVISE_EVERY_SECONDS)
     except KeyboardInterrupt:
         pass
     except BrokenPipeError:  # whoever read our output is gone (`up | tee`, then Ctrl-C): stop, as on SIGTERM
@@ -283,6 +315,10 @@ def _local_up(args: argparse.Namespace, workdir: Path) -> int:
         stack.down()
         _say("stopped", sys.stderr)
     return 0
+
+
+def _status_tables(state: dict[str, Any]) -> str:
+    return render_table(job_statuses(state)) + "\n\n" + render_children(state.get("children", {}))
 
 
 def _detach(args: argparse.Namespace, workdir: Path) -> int:
@@ -299,8 +335,12 @@ def _detach(args: argparse.Namespace, workdir: Path) -> int:
         "prometheus_port",
         "metrics_port",
         "exporter_port",
+        "supervisor_port",
         "rate",
         "trigger_interval",
+        "restart_policy",
+        "restart_retries",
+        "restart_interval",
     ):
         argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     if args.jobs is not None:
@@ -366,7 +406,7 @@ def _local_status(workdir: Path, as_json: bool) -> int:
     else:
         print(_endpoints(state))
         print()
-        print(render_table(job_statuses(state)))
+        print(_status_tables(state))
     return 0
 
 

@@ -46,6 +46,10 @@ class LocalService:
         self._process = ManagedProcess(self.name, argv, self.log_path)
         return self._process.start(on_start=self._on_launch)
 
+    def exit_code(self) -> int | None:
+        """None while the server runs (or before it was started); its exit code once it has exited."""
+        return None if self._process is None else self._process.exit_code()
+
     def stop(self) -> None:
         if self._process is not None:
             self._process.stop(timeout=self.stop_timeout)

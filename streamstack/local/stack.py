@@ -9,11 +9,12 @@ line, before the supervisor waits for anything, and `down` signals only processe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,11 @@ from streamstack.local.pipeline import Pipeline
 from streamstack.local.ports import LOOPBACK, claim_port
 from streamstack.local.process import ManagedProcess, process_group_alive, stop_process_group
 from streamstack.local.prometheus import KAFKA_SCRAPE_JOB, LocalPrometheus
+from streamstack.local.restart_policy import RestartPolicy
+from streamstack.local.service import LocalService
 from streamstack.local.status import JobStatus, read_job_status
+from streamstack.local.supervision import Supervisor
+from streamstack.local.supervisor_metrics import SupervisorMetricsServer
 from streamstack.runtimes import Runtimes
 
 STATE_FILE = "state.json"
@@ -38,8 +43,10 @@ class LocalStackOptions:
     prometheus_port: int = 9090
     metrics_port: int = 9401
     exporter_port: int = 9308
+    supervisor_port: int = 9309
     rate: float = 50.0
     trigger_interval: str = "5 seconds"
+    restart_policy: RestartPolicy = field(default_factory=RestartPolicy)
 
 
 def state_path(workdir: Path) -> Path:
@@ -94,10 +101,24 @@ def require_running_state(workdir: Path) -> dict[str, Any]:
 
 
 def job_statuses(state: dict[str, Any]) -> list[JobStatus]:
-    return [
-        read_job_status(job["name"], job["metrics_url"], process_group_alive(int(job["pid"])))
-        for job in state.get("jobs", [])
-    ]
+    """Each job as its metrics report it, with what the supervisor knows: its restarts, and whether it
+    waits for a restart or was given up."""
+    statuses = []
+    for job in state.get("jobs", []):
+        status = read_job_status(job["name"], job["metrics_url"], process_group_alive(int(job["pid"])))
+        child = state.get("children", {}).get(job["name"])
+        if child is not None:
+            supervised_state = status.state if child["state"] == "running" else child["state"]
+            status = dataclasses.replace(
+                status, state=supervised_state, restarts=child["restarts"], last_error=child["last_error"]
+            )
+        statuses.append(status)
+    return statuses
+
+
+def _child_summary(state: dict[str, Any], name: str) -> dict[str, Any]:
+    child = state.get("children", {}).get(name, {})
+    return {key: child.get(key) for key in ("state", "restarts", "last_error")}
 
 
 def status_document(state: dict[str, Any]) -> dict[str, Any]:
@@ -108,13 +129,19 @@ def status_document(state: dict[str, Any]) -> dict[str, Any]:
         "ready": state.get("ready", False),
         "kafka": {"bootstrap_servers": state["kafka"]["bootstrap_servers"]},
         "prometheus": {"url": state["prometheus"]["url"]} if state.get("prometheus") else None,
-        "exporter": {"metrics_url": state["exporter"]["metrics_url"]} if state.get("exporter") else None,
+        "exporter": (
+            {"metrics_url": state["exporter"]["metrics_url"], **_child_summary(state, "lag-exporter")}
+            if state.get("exporter")
+            else None
+        ),
+        "supervisor_metrics_url": state.get("supervisor_metrics_url"),
         "jobs": [
             {**status.as_dict(), "metrics_port": job["metrics_port"], "checkpoint_dir": job["checkpoint_dir"]}
             for job, status in zip(state.get("jobs", []), job_statuses(state), strict=True)
         ],
         "producers": [
-            {"name": producer["name"], "topic": producer["topic"]} for producer in state["producers"]
+            {"name": producer["name"], "topic": producer["topic"], **_child_summary(state, producer["name"])}
+            for producer in state["producers"]
         ],
     }
 
@@ -156,8 +183,10 @@ class LocalStack:
         self._kafka: LocalKafka | None = None
         self._prometheus: LocalPrometheus | None = None
         self._state: dict[str, Any] = {}
+        self._supervisor = Supervisor(options.restart_policy, self._record, self._record_children)
+        self._supervisor_metrics: SupervisorMetricsServer | None = None
 
-    def _check_ports(self) -> tuple[list[int], int, int]:
+    def _check_ports(self) -> tuple[list[int], int, int, int]:
         """Fail before starting anything when a chosen port is taken."""
         metrics_ports = []
         base = self.options.metrics_port
@@ -167,7 +196,8 @@ class LocalStack:
         claim_port(self.options.kafka_port, "Kafka", "--kafka-port")
         prometheus_port = claim_port(self.options.prometheus_port, "Prometheus", "--prometheus-port")
         exporter_port = claim_port(self.options.exporter_port, "lag exporter", "--exporter-port")
-        return metrics_ports, prometheus_port, exporter_port
+        supervisor_port = claim_port(self.options.supervisor_port, "supervisor metrics", "--supervisor-port")
+        return metrics_ports, prometheus_port, exporter_port, supervisor_port
 
     def _write_state(self) -> None:
         tmp = state_path(self.workdir).with_suffix(".tmp")
@@ -175,12 +205,26 @@ class LocalStack:
         tmp.replace(state_path(self.workdir))
 
     def _record(self, process: ManagedProcess, kind: str) -> None:
-        self._state["processes"].append(_process_record(process, kind))
+        """Record a started process, or a restarted one in place of its last run (its new pid and start
+        time: `down` from another terminal must find it)."""
+        record = _process_record(process, kind)
+        processes = self._state["processes"]
+        index = next(
+            (i for i, entry in enumerate(processes) if entry["name"] == process.name), len(processes)
+        )
+        processes[index : index + 1] = [record]
+        for job in self._state.get("jobs", []):
+            if job["name"] == process.name:
+                job["pid"] = process.pid
+        self._write_state()
+
+    def _record_children(self) -> None:
+        self._state["children"] = self._supervisor.records()
         self._write_state()
 
     def _start_tracked(self, process: ManagedProcess, kind: str) -> ManagedProcess:
         self._processes.append(process)
-        return process.start(on_start=lambda started: self._record(started, kind))
+        return self._supervisor.start(process, kind)
 
     def up(self) -> dict[str, Any]:
         existing = read_state(self.workdir)
@@ -194,7 +238,7 @@ class LocalStack:
                 f"stale state file {state_path(self.workdir)} from a stack that did not stop cleanly; "
                 "run `streamstack local down` to clean up"
             )
-        metrics_ports, prometheus_port, exporter_port = self._check_ports()
+        ports = self._check_ports()
         run_dir = self.workdir / "run"
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
@@ -210,15 +254,23 @@ class LocalStack:
             self._state["supervisor"] = supervisor.as_record()
         self._write_state()
         try:
-            self._start_all(run_dir, metrics_ports, prometheus_port, exporter_port)
+            self._start_all(run_dir, *ports)
         except BaseException:
             self.down()
             raise
         return self._state
 
     def _start_all(
-        self, run_dir: Path, metrics_ports: list[int], prometheus_port: int, exporter_port: int
+        self,
+        run_dir: Path,
+        metrics_ports: list[int],
+        prometheus_port: int,
+        exporter_port: int,
+        supervisor_port: int,
     ) -> None:
+        self._supervisor_metrics = SupervisorMetricsServer(self._supervisor, supervisor_port)
+        self._supervisor_metrics.start()
+        self._state["supervisor_metrics_url"] = self._supervisor_metrics.url
         kafka = LocalKafka(self.runtimes, run_dir / "kafka", port=self.options.kafka_port).on_launch(
             lambda process: self._record(process, "kafka")
         )
@@ -301,6 +353,7 @@ class LocalStack:
             {
                 "streaming-jobs": [f"{LOOPBACK}:{port}" for port in metrics_ports],
                 "lag-exporter": [f"{LOOPBACK}:{exporter_port}"],
+                "local-supervisor": [self._supervisor_metrics.target],
                 KAFKA_SCRAPE_JOB: [kafka.metrics_target],
             },
             port=prometheus_port,
@@ -311,8 +364,13 @@ class LocalStack:
         self._state["ready"] = True
         self._write_state()
 
-    def exited_children(self) -> list[ManagedProcess]:
-        return [process for process in self._processes if not process.is_running()]
+    def supervise(self) -> list[str]:
+        """One round of supervision, without blocking: StreamstackError if Kafka or Prometheus died (the whole
+        stack then stops), else restart what the policy says; one line per event."""
+        for service in (self._kafka, self._prometheus):
+            if service is not None and (exit_code := service.exit_code()) is not None:
+                raise StreamstackError(_service_died(service, exit_code))
+        return self._supervisor.tick()
 
     def down(self) -> None:
         """Stop producers first, then jobs, Prometheus and Kafka; remove the state file."""
@@ -322,4 +380,14 @@ class LocalStack:
             self._prometheus.stop()
         if self._kafka is not None:
             self._kafka.stop()
+        if self._supervisor_metrics is not None:
+            self._supervisor_metrics.stop()
         state_path(self.workdir).unlink(missing_ok=True)
+
+
+def _service_died(service: LocalService, exit_code: int) -> str:
+    """Why the stack stops rather than restarting the service (README, `local up`)."""
+    return (
+        f"{service.title} exited with code {exit_code}, so the whole local stack stops (the supervisor "
+        f"restarts jobs, producers and the lag exporter, not {service.title}); its log: {service.log_path}"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -24,6 +25,9 @@ class JobStatus:
     last_batch_id: int | None = None
     last_batch_age_seconds: float | None = None
     input_rows_total: float | None = None
+    restarts: int = 0
+    last_error: str | None = None
+    """The last error line of the job's log when it exited (shown once the supervisor gave it up)."""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -67,8 +71,15 @@ def _number(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def _columns(rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
 def render_table(statuses: list[JobStatus]) -> str:
-    header = ("JOB", "STATE", "INPUT/S", "PROCESSED/S", "BEHIND", "LAST BATCH")
+    header = ("JOB", "STATE", "RESTARTS", "INPUT/S", "PROCESSED/S", "BEHIND", "LAST BATCH")
     rows = [header]
     for status in statuses:
         last_batch = (
@@ -80,13 +91,27 @@ def render_table(statuses: list[JobStatus]) -> str:
             (
                 status.name,
                 status.state,
+                str(status.restarts),
                 _number(status.input_rows_per_second),
                 _number(status.processed_rows_per_second),
                 _number(status.offsets_behind_latest, 0),
                 last_batch,
             )
         )
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows
-    )
+    failures = [
+        f"{status.name} failed: {status.last_error}" for status in statuses if status.state == "failed"
+    ]
+    return "\n".join([_columns(rows), *failures])
+
+
+def render_children(children: dict[str, dict[str, object]]) -> str:
+    """The producers and the lag exporter as the supervisor sees them (the jobs have their own table)."""
+    rows = [("PROCESS", "KIND", "STATE", "RESTARTS")]
+    failures = []
+    for name, child in children.items():
+        if child["kind"] == "job":
+            continue
+        rows.append((name, str(child["kind"]), str(child["state"]), str(child["restarts"])))
+        if child["state"] == "failed":
+            failures.append(f"{name} failed: {child['last_error']} (log {child['log']})")
+    return "\n".join([_columns(rows), *failures])

@@ -44,6 +44,7 @@ def test_every_job_runs_detached_reports_progress_and_stops_without_leftovers(tm
     up = streamstack(
         "local", "up", "--detach", "--workdir", str(workdir),
         "--kafka-port", "0", "--prometheus-port", "0", "--metrics-port", "0", "--exporter-port", "0",
+        "--supervisor-port", "0",
         "--rate", "50", "--trigger-interval", "5 seconds",
     )  # fmt: skip
     try:
@@ -212,7 +213,8 @@ def test_ctrl_c_stops_a_foreground_stack_and_everything_it_started(tmp_path: Pat
     output = (tmp_path / "up.out").open("wb")
     foreground = subprocess.Popen(
         [*CLI, "local", "up", "--workdir", str(workdir), "--kafka-port", "0", "--prometheus-port", "0",
-         "--metrics-port", "0", "--exporter-port", "0", "--rate", "50", "--jobs", "clickstream-windows"],
+         "--metrics-port", "0", "--exporter-port", "0", "--supervisor-port", "0", "--rate", "50",
+         "--jobs", "clickstream-windows"],
         stdout=output, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:

@@ -88,10 +88,11 @@ def stack_marker(tmp_path: Path) -> Iterator[str]:
         kill_leftovers(marker)
 
 
-def start_stack(workdir: Path, marker: str, **popen: object) -> subprocess.Popen[bytes]:
+def start_stack(workdir: Path, marker: str, *extra_args: str, **popen: object) -> subprocess.Popen[bytes]:
     argv = [
         *CLI, "local", "up", "--workdir", str(workdir), "--jobs", JOB, "--kafka-port", "0",
-        "--prometheus-port", "0", "--metrics-port", "0", "--exporter-port", "0", "--rate", "20",
+        "--prometheus-port", "0", "--metrics-port", "0", "--exporter-port", "0", "--supervisor-port", "0",
+        "--rate", "20", *extra_args,
     ]  # fmt: skip
     return subprocess.Popen(argv, env={**os.environ, MARKER: marker}, **popen)  # type: ignore[call-overload, no-any-return]
 
