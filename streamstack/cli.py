@@ -26,6 +26,7 @@ from typing import Any, NoReturn, TextIO
 
 from streamstack import lag_status, panels, runtimes
 from streamstack.errors import StreamstackError
+from streamstack.local.live_status import open_status_display, trigger_interval_seconds
 from streamstack.local.pipeline import Pipeline, streaming_pipeline
 from streamstack.local.process import STOP_SIGNALS
 from streamstack.local.restart_policy import RESTART_TYPES, RestartPolicy
@@ -284,25 +285,20 @@ def _local_up(args: argparse.Namespace, workdir: Path) -> int:
         return _detach(args, workdir)
     _stop_on_signals()
     stack = LocalStack(found, _pipeline(args), options)
-    interactive = sys.stdout.isatty() and not args.supervised
+    display = open_status_display(sys.stdout, _status_tables, trigger_interval_seconds(args.trigger_interval))
     try:
         state = stack.up()
         if not args.supervised:
             print(_endpoints(state), flush=True)
             print("Ctrl-C stops everything.", flush=True)
         started = time.monotonic()
-        render_every = 2.0 if interactive else 5.0
         next_render = started
         while args.run_for is None or time.monotonic() - started < args.run_for:
             for event in stack.supervise():
-                print(f"[{time.strftime('%H:%M:%S')}] {event}", flush=True)
+                display.writer.event(event)
             if not args.supervised and time.monotonic() >= next_render:
-                next_render = time.monotonic() + render_every
-                table = _status_tables(state)
-                if interactive:
-                    print("\033[H\033[J" + _endpoints(state) + "\n\n" + table, flush=True)
-                else:
-                    print(f"[{time.strftime('%H:%M:%S')}]\n{table}", flush=True)
+                next_render = time.monotonic() + display.every_seconds
+                display.writer.frame(display.frame(state))
             time.sleep(SUPERVISE_EVERY_SECONDS)
     except KeyboardInterrupt:
         pass
