@@ -65,9 +65,6 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 _SPARK_MEMORY = re.compile(r"^[0-9]+[kmgt]?$")
 
 
-_SPARK_DURATION = re.compile(r"^[0-9]+ (millisecond|second|minute|hour|day)s?$")
-
-
 _VERSION = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)$")
 
 

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from contracts.durations import SPARK_DURATION
 from contracts.pipeline import FLAG_PATTERN, PACKAGE_PATTERN, TOPIC_NAME_PATTERN, load_pipeline
 from contracts.shadow_groups import SHADOW_GROUP_PREFIX
 from infra.config import versions
 from infra.config.base import (
     _DNS_LABEL,
-    _SPARK_DURATION,
     _SPARK_MEMORY,
     ACCESS_MODES,
     PULL_POLICIES,
@@ -218,7 +218,7 @@ class JobConfig:
                 raise ConfigError(
                     f"{self.origin.entry_name(key)}: {missing[0]} is not one of the job's topic flags {flags}"
                 )
-        if not _SPARK_DURATION.match(self.trigger_interval):
+        if not SPARK_DURATION.match(self.trigger_interval):
             raise ConfigError(
                 f"{self.origin.name('triggerInterval')}: {self.trigger_interval!r} is not a duration such as "
                 "'5 seconds'"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contracts.durations import duration_seconds
 from contracts.errors import ConfigError
-from jobs.common.config import duration_seconds
 from jobs.common.settings import JobSettings, duration_setting, topic_setting
 
 

@@ -15,11 +15,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from contracts.durations import SPARK_DURATION, duration_seconds
 from contracts.errors import ConfigError
 from contracts.kafka_security import KafkaSecurity
 from contracts.shadow_groups import SHADOW_GROUP_PREFIX
 
-_DURATION = re.compile(r"^\d+ (millisecond|second|minute|hour|day)s?$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _STARTING_OFFSETS = ("earliest", "latest")
 
@@ -103,18 +103,9 @@ class StreamingJobConfig:
         return duration_seconds(self.trigger_interval)
 
 
-_UNIT_SECONDS = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0, "day": 86400.0}
-
-
-def duration_seconds(duration: str) -> float:
-    """'10 seconds' -> 10.0, for a duration already accepted by `require_duration`."""
-    amount, unit = duration.split()
-    return int(amount) * _UNIT_SECONDS[unit.rstrip("s")]
-
-
 def require_duration(flag: str, value: str) -> str:
     """Accept Spark interval strings such as '10 seconds' or '1 minute'."""
-    if not _DURATION.match(value.strip()):
+    if not SPARK_DURATION.match(value.strip()):
         raise ConfigError(f"{flag} {value!r}: expected a duration such as '10 seconds' or '1 minute'")
     return value.strip()
 

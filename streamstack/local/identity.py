@@ -13,11 +13,11 @@ _STATE_FIELD = 3
 _START_TIME_FIELD = 22
 
 
-def _stat_fields(pid: int) -> list[str] | None:
+def stat_fields(pid: int) -> list[str] | None:
     """Fields 3 onwards of /proc/<pid>/stat (after the parenthesised command name), or None if no such pid."""
     try:
         stat = (_PROC / str(pid) / "stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
+    except OSError:
         return None
     return stat[stat.rindex(")") + 2 :].split()
 
@@ -32,7 +32,7 @@ class ProcessIdentity:
     @classmethod
     def of(cls, pid: int) -> ProcessIdentity | None:
         """The live process with this pid, or None if there is none (a zombie has exited: None too)."""
-        fields = _stat_fields(pid)
+        fields = stat_fields(pid)
         if fields is None or fields[0] == "Z":
             return None
         try:

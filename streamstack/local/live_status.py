@@ -9,13 +9,13 @@ chooses between the terminal and the plain form.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
 from contracts import metrics
+from contracts.durations import duration_seconds
 from contracts.shadow_groups import SHADOW_GROUP_PREFIX
 from streamstack.errors import StreamstackError
 from streamstack.lag_status import ConsumerLag, fetch_samples, parse_exporter, parse_job, query_of
@@ -27,8 +27,6 @@ marked. The checkpoint's offsets are those a batch plans to reach, the shadow gr
 reached, so they differ by up to one batch even when all is well."""
 
 DISAGREEMENT_MARK = "*"
-_UNIT_SECONDS = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0, "day": 86400.0}
-_DURATION = re.compile(r"^\s*(\d+)\s+(millisecond|second|minute|hour|day)s?\s*$")
 
 
 @dataclass(frozen=True)
@@ -59,10 +57,12 @@ class StatusSnapshot:
 
 def trigger_interval_seconds(duration: str) -> float:
     """'5 seconds' -> 5.0 (the jobs have already accepted the duration)."""
-    match = _DURATION.match(duration)
-    if match is None:
-        raise StreamstackError(f"--trigger-interval {duration!r}: expected a duration such as '5 seconds'")
-    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    try:
+        return duration_seconds(duration)
+    except ValueError:
+        raise StreamstackError(
+            f"--trigger-interval {duration!r}: expected a duration such as '5 seconds'"
+        ) from None
 
 
 def disagreement_tolerance_seconds(row: QueryRow, trigger_seconds: float) -> float:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from streamstack.errors import StreamstackError
+from streamstack.local.identity import stat_fields
 
 _PROC = Path("/proc")
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -58,14 +59,9 @@ def _die_with_parent(mask: frozenset[int]) -> Callable[[], None]:
 
 def _live_members_from_proc(pgid: int) -> bool:
     """Any process of the group that is not a zombie (a zombie has exited; only its parent can reap it)."""
-    for stat_file in _PROC.glob("[0-9]*/stat"):
-        try:
-            stat = stat_file.read_text()
-        except OSError:
-            continue
-        # The command name in parentheses may contain spaces; the fields after it are fixed.
-        state, _ppid, group = stat[stat.rindex(")") + 2 :].split()[:3]
-        if int(group) == pgid and state != "Z":
+    for process_dir in _PROC.glob("[0-9]*"):
+        fields = stat_fields(int(process_dir.name))
+        if fields is not None and int(fields[2]) == pgid and fields[0] != "Z":  # state, ppid, group, ...
             return True
     return False
 

@@ -14,9 +14,10 @@ from datetime import timedelta
 import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
 
+from contracts.durations import duration_seconds
 from contracts.pipeline import load_pipeline
 from jobs.clickstream_windows.transforms import late_views
-from jobs.common.config import EventLimits, duration_seconds
+from jobs.common.config import EventLimits
 from jobs.common.events import DEAD_LETTER_REASONS, valid_events
 from jobs.common.schemas import (
     decode_clicks,
