@@ -24,12 +24,14 @@ CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 MAX_MESSAGE_BYTES = "max.message.bytes"
 DEAD_LETTER_FLAG = "--dead-letter-topic"
 
-# What a topic name, a job's command-line flag and a job's package may look like: the stack config
-# (infra.config) checks its overrides against the same patterns.
+# What a topic name, a job's command-line flag, a job's package and a job's name (a Kubernetes DNS label) may
+# look like: the stack config (infra.config) checks its overrides against the same patterns.
 TOPIC_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,247}[a-z0-9])?$")
 FLAG_PATTERN = re.compile(r"^--[a-z][a-z0-9-]*$")
 PACKAGE_PATTERN = re.compile(r"^[a-z_][a-z0-9_]*$")
-_JOB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,49}[a-z0-9])?$")
+DNS_LABEL_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# The streaming-job chart names a job's checkpoint claim <job>-checkpoints, which must fit a DNS label (63).
+MAX_JOB_NAME = 51
 _MODULE = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*$")
 
 
@@ -71,9 +73,10 @@ class Producer:
 
 
 @dataclass(frozen=True)
-class Job:
-    """A PySpark job of `jobs/<module>/`: its topic flags, which of them it reads and writes, its own
-    settings (flag -> value) and the producers that feed it. Every job also writes the dead-letter topic."""
+class JobIdentity:
+    """What makes a PySpark job of `jobs/<module>/` the job it is: its name, package, whether it keeps state,
+    its topic flags (flag -> topic) and which of them it reads and writes. The catalogue defines it; a
+    stack's job entry (infra.config.JobConfig) may override it."""
 
     name: str
     module: str
@@ -81,6 +84,18 @@ class Job:
     topics: tuple[tuple[str, str], ...]
     reads: tuple[str, ...]
     writes: tuple[str, ...]
+
+    def topics_of(self, flags: tuple[str, ...]) -> tuple[str, ...]:
+        """The topics of these flags, each once, in the order of the flags."""
+        by_flag = dict(self.topics)
+        return tuple(dict.fromkeys(by_flag[flag] for flag in flags))
+
+
+@dataclass(frozen=True)
+class Job(JobIdentity):
+    """A job of the catalogue: its identity, its own settings (flag -> value) and the producers that feed
+    it. Every job also writes the dead-letter topic."""
+
     settings: tuple[tuple[str, str], ...] = ()
     producers: tuple[str, ...] = ()
 
@@ -99,10 +114,6 @@ class Job:
     def arguments(self) -> tuple[str, ...]:
         """The job's own flags: its topics, then its settings (the dead-letter flag is shared)."""
         return self.topic_arguments + self.setting_arguments
-
-    def topics_of(self, flags: tuple[str, ...]) -> tuple[str, ...]:
-        by_flag = dict(self.topics)
-        return tuple(dict.fromkeys(by_flag[flag] for flag in flags))
 
 
 @dataclass(frozen=True)
@@ -181,6 +192,12 @@ class _Fields:
         return tuple(pairs)
 
 
+def _require_in_catalogue(field: str, name: str, known: Mapping[str, object], kind: str) -> None:
+    """`name`, given in `field`, must be a `kind` (topic, producer) the catalogue defines."""
+    if name not in known:
+        raise CatalogueError(f"{field}: {name} is not a {kind} of the catalogue")
+
+
 def _topic(name: str, fields: _Fields) -> Topic:
     if not TOPIC_NAME_PATTERN.match(name):
         raise CatalogueError(f"{fields.path}: not a valid topic name")
@@ -201,8 +218,10 @@ def _topic(name: str, fields: _Fields) -> Topic:
 
 
 def _job(name: str, fields: _Fields, topics: Mapping[str, Topic], producers: Mapping[str, Producer]) -> Job:
-    if not _JOB_NAME.match(name):
-        raise CatalogueError(f"{fields.path}: not a valid job name (a DNS label of at most 51 characters)")
+    if not DNS_LABEL_PATTERN.match(name) or len(name) > MAX_JOB_NAME:
+        raise CatalogueError(
+            f"{fields.path}: not a valid job name (a DNS label of at most {MAX_JOB_NAME} characters)"
+        )
     fields.only("module", "stateful", "topics", "reads", "writes", "settings", "producers")
     stateful = fields.require("stateful")
     if not isinstance(stateful, bool):
@@ -211,8 +230,7 @@ def _job(name: str, fields: _Fields, topics: Mapping[str, Topic], producers: Map
     if not job_topics:
         raise CatalogueError(f"{fields.name('topics')}: required, at least one --flag: topic")
     for flag, topic in job_topics:
-        if topic not in topics:
-            raise CatalogueError(f"{fields.name('topics')}.{flag}: {topic} is not a topic of the catalogue")
+        _require_in_catalogue(f"{fields.name('topics')}.{flag}", topic, topics, "topic")
     flags = [flag for flag, _ in job_topics]
     reads, writes = fields.strings("reads"), fields.strings("writes")
     for key, chosen in (("reads", reads), ("writes", writes)):
@@ -227,8 +245,7 @@ def _job(name: str, fields: _Fields, topics: Mapping[str, Topic], producers: Map
         raise CatalogueError(f"{fields.name('settings')}.{clashing[0]}: a topic flag, set under topics")
     feeding = fields.strings("producers")
     for producer in feeding:
-        if producer not in producers:
-            raise CatalogueError(f"{fields.name('producers')}: {producer} is not a producer of the catalogue")
+        _require_in_catalogue(fields.name("producers"), producer, producers, "producer")
     return Job(
         name=name,
         module=fields.string("module", PACKAGE_PATTERN),
@@ -244,8 +261,7 @@ def _job(name: str, fields: _Fields, topics: Mapping[str, Topic], producers: Map
 def _producer(name: str, fields: _Fields, topics: Mapping[str, Topic]) -> Producer:
     fields.only("module", "topic", "arguments")
     topic = fields.string("topic", TOPIC_NAME_PATTERN)
-    if topic not in topics:
-        raise CatalogueError(f"{fields.name('topic')}: {topic} is not a topic of the catalogue")
+    _require_in_catalogue(fields.name("topic"), topic, topics, "topic")
     return Producer(
         name=name,
         module=fields.string("module", _MODULE),
@@ -282,8 +298,7 @@ def parse_pipeline(document: object, source: str = "pipeline.yaml") -> Pipeline:
         root.only("deadLetterTopic", "topics", "producers", "jobs")
         topics = {name: _topic(name, root.child("topics").child(name)) for name in root.child("topics").raw}
         dead_letters = root.string("deadLetterTopic", TOPIC_NAME_PATTERN)
-        if dead_letters not in topics:
-            raise CatalogueError(f"deadLetterTopic: {dead_letters} is not a topic of the catalogue")
+        _require_in_catalogue("deadLetterTopic", dead_letters, topics, "topic")
         producers_fields = root.child("producers")
         producers = {
             name: _producer(name, producers_fields.child(name), topics) for name in producers_fields.raw

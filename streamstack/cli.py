@@ -26,6 +26,7 @@ from typing import Any, NoReturn, TextIO
 
 from streamstack import lag_status, panels, runtimes
 from streamstack.errors import StreamstackError
+from streamstack.flags import Flag, add_flags
 from streamstack.local.live_status import open_status_display, trigger_interval_seconds
 from streamstack.local.pipeline import Pipeline, streaming_pipeline
 from streamstack.local.process import STOP_SIGNALS
@@ -101,45 +102,47 @@ def _setup(args: argparse.Namespace) -> int:
     )
 
 
+def _stack_flags() -> tuple[Flag, ...]:
+    """The flags of `local up` that shape the stack itself: a detached `up` hands each one that has a value
+    on to the supervisor it starts."""
+    policy = RestartPolicy()
+    jobs = ", ".join(job.name for job in streaming_pipeline().jobs)
+    return (
+        Flag("--kafka-port", "0 picks a free port", int, 9092),
+        Flag("--prometheus-port", "0 picks a free port", int, 9090),
+        Flag("--metrics-port", "first job's metrics port; 0 picks free", int, 9401),
+        Flag("--exporter-port", "lag exporter; 0 picks a free port", int, 9308),
+        Flag("--supervisor-port", "the supervisor's restart metrics; 0 picks free", int, 9309),
+        Flag("--rate", "events per second from each producer", float, 50.0),
+        Flag("--trigger-interval", "micro-batch trigger of every job", default="5 seconds"),
+        Flag("--jobs", f"run only these jobs (default all: {jobs})", metavar="NAME[,NAME]"),
+        Flag(
+            "--restart-policy",
+            "restartPolicy.type of charts/streaming-job: restart after any exit, a failure only, or never",
+            default=policy.type,
+            choices=RESTART_TYPES,
+        ),
+        Flag(
+            "--restart-retries",
+            "restarts after failures in a row; the next failure marks the child failed",
+            int,
+            policy.on_failure_retries,
+            "N",
+        ),
+        Flag(
+            "--restart-interval",
+            "restartPolicy.onFailureRetryInterval: wait before the first restart, doubled per failure",
+            float,
+            policy.on_failure_retry_interval,
+            "SECONDS",
+        ),
+    )
+
+
 def _local_up_arguments(up: argparse.ArgumentParser) -> None:
     up.add_argument("--workdir", type=Path, default=None, help="state, logs and data (default .streamstack/)")
     up.add_argument("--detach", action="store_true", help="start in the background and return")
-    up.add_argument("--kafka-port", type=int, default=9092, help="0 picks a free port")
-    up.add_argument("--prometheus-port", type=int, default=9090, help="0 picks a free port")
-    up.add_argument("--metrics-port", type=int, default=9401, help="first job's metrics port; 0 picks free")
-    up.add_argument("--exporter-port", type=int, default=9308, help="lag exporter; 0 picks a free port")
-    up.add_argument(
-        "--supervisor-port", type=int, default=9309, help="the supervisor's restart metrics; 0 picks free"
-    )
-    up.add_argument("--rate", type=float, default=50.0, help="events per second from each producer")
-    up.add_argument("--trigger-interval", default="5 seconds", help="micro-batch trigger of every job")
-    up.add_argument(
-        "--jobs",
-        default=None,
-        metavar="NAME[,NAME]",
-        help=f"run only these jobs (default all: {', '.join(job.name for job in streaming_pipeline().jobs)})",
-    )
-    policy = RestartPolicy()
-    up.add_argument(
-        "--restart-policy",
-        choices=RESTART_TYPES,
-        default=policy.type,
-        help="restartPolicy.type of charts/streaming-job: restart after any exit, a failure only, or never",
-    )
-    up.add_argument(
-        "--restart-retries",
-        type=int,
-        default=policy.on_failure_retries,
-        metavar="N",
-        help="restarts after failures in a row; the next failure marks the child failed",
-    )
-    up.add_argument(
-        "--restart-interval",
-        type=float,
-        default=policy.on_failure_retry_interval,
-        metavar="SECONDS",
-        help="restartPolicy.onFailureRetryInterval: wait before the first restart, doubled per failure",
-    )
+    add_flags(up, _stack_flags())
     up.add_argument("--run-for", type=float, default=None, metavar="SECONDS", help="stop after this long")
     up.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)
 
@@ -326,21 +329,10 @@ def _detach(args: argparse.Namespace, workdir: Path) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / "supervisor.log"
     argv = [sys.executable, "-m", "streamstack.cli", "local", "up", "--supervised", "--workdir", str(workdir)]
-    for flag in (
-        "kafka_port",
-        "prometheus_port",
-        "metrics_port",
-        "exporter_port",
-        "supervisor_port",
-        "rate",
-        "trigger_interval",
-        "restart_policy",
-        "restart_retries",
-        "restart_interval",
-    ):
-        argv += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
-    if args.jobs is not None:
-        argv += ["--jobs", args.jobs]
+    for flag in _stack_flags():
+        value = getattr(args, flag.dest)
+        if value is not None:
+            argv += [flag.name, str(value)]
     with log_path.open("ab") as log:
         supervisor = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

@@ -1,15 +1,17 @@
 """What every component shares: object metadata, readiness annotations, namespaces with Pod Security
-levels, NetworkPolicies."""
+levels, NetworkPolicies, and the inputs of every chart of ours that runs a Kafka client."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from infra.network import Policy
+from infra.kafka_access import KafkaClient
+from infra.network import Peers, Policy
 
 WAIT_FOR = "pulumi.com/waitFor"
 READY = "condition=Ready"
@@ -17,6 +19,17 @@ READY = "condition=Ready"
 # (a helm.v4.Chart's children): pulumi-kubernetes reads it after customTimeouts, before its defaults.
 TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
 PART_OF = {"app.kubernetes.io/part-of": "streamstack", "app.kubernetes.io/managed-by": "pulumi"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class KafkaClientArgs:
+    """Inputs of a chart of ours whose pods are Kafka clients (StreamingJob, LagExporter): its KafkaUser and
+    listener (with a CA Secret, the chart mounts it where the clients run), the peers its NetworkPolicy
+    admits, and the cluster's node count, which decides the volumes that reach every pod."""
+
+    kafka: KafkaClient
+    cluster_nodes: int
+    peers: Peers
 
 
 def metadata(

@@ -19,7 +19,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from infra.components.common import child
+from infra.components.common import KafkaClientArgs, child
 from infra.config import (
     LAG_EXPORTER_CHART,
     ConfigError,
@@ -30,21 +30,17 @@ from infra.config import (
     require_exporter_reach,
     setting,
 )
-from infra.kafka_access import KafkaClient, exporter_group_allow
-from infra.network import Peers
+from infra.kafka_access import exporter_group_allow
 
 NAME = "lag-exporter"
 
 
 @dataclass(frozen=True, kw_only=True)
-class LagExporterArgs:
+class LagExporterArgs(KafkaClientArgs):
     exporter: LagExporterConfig
     namespace: str
-    kafka: KafkaClient
     shadow_group_prefix: str
     jobs: tuple[JobConfig, ...]
-    cluster_nodes: int
-    peers: Peers
 
     def __post_init__(self) -> None:
         if self.exporter.image is None:

@@ -32,7 +32,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
-from infra.components.common import TIMEOUT_SECONDS, WAIT_FOR, child
+from infra.components.common import TIMEOUT_SECONDS, WAIT_FOR, KafkaClientArgs, child
 from infra.config import (
     STREAMING_JOB_CHART,
     JobConfig,
@@ -41,8 +41,6 @@ from infra.config import (
     require_checkpoint_reach,
     setting,
 )
-from infra.kafka_access import KafkaClient
-from infra.network import Peers
 
 CHECKPOINT_MOUNT = "/checkpoints"
 RUNNING = "jsonpath={.status.applicationState.state}=RUNNING"
@@ -52,13 +50,11 @@ CLAIM_TYPE = "kubernetes:core/v1:PersistentVolumeClaim"
 
 
 @dataclass(frozen=True, kw_only=True)
-class StreamingJobArgs:
+class StreamingJobArgs(KafkaClientArgs):
+    """`kafka`'s CA Secret, if any, is mounted on the driver and every executor (both run Kafka clients)."""
+
     job: JobConfig
     spark: SparkConfig
-    # With a CA Secret, it is mounted on the driver and every executor (both run Kafka clients).
-    kafka: KafkaClient
-    cluster_nodes: int
-    peers: Peers
 
     def __post_init__(self) -> None:
         require_checkpoint_reach(self.job, self.cluster_nodes)

@@ -14,9 +14,9 @@ not match the image tag or the spark-operator; a stateful job on a checkpoint vo
 reach; a topic replicated more often than there are brokers; a min ISR above the replication factor.
 """
 
+from contracts.pipeline import CLEANUP_POLICIES, MAX_JOB_NAME
 from infra.config.base import (
     ACCESS_MODES,
-    CLEANUP_POLICIES,
     CRDS_DIR,
     CRDS_SOURCE_FILE,
     DASHBOARDS_DIR,
@@ -52,7 +52,6 @@ from infra.config.monitoring import (
 )
 from infra.config.secrets import GRAFANA_ADMIN_PASSWORD, alerting_secrets, grafana_admin_password
 from infra.config.spark import (
-    MAX_JOB_NAME,
     CheckpointConfig,
     DriverResources,
     ExecutorResources,

@@ -50,13 +50,7 @@ NODE_ROLES = ("controller", "broker")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 
 
-CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
-
-
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")

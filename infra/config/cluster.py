@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass, field
 from functools import partial
 
+from contracts.pipeline import DNS_LABEL_PATTERN
 from infra.config.base import (
-    _DNS_LABEL,
     NODE_ROLES,
     ConfigError,
     Resources,
@@ -97,7 +97,7 @@ class NodePool:
             raise ConfigError(
                 f"{self.setting}.roles: expected one or both of {', '.join(NODE_ROLES)}, got {roles}"
             )
-        require_match(f"{self.setting}.name", self.name, _DNS_LABEL)
+        require_match(f"{self.setting}.name", self.name, DNS_LABEL_PATTERN)
         require_minimum(f"{self.setting}.replicas", self.replicas, 1)
         _require_quantity(f"{self.setting}.storage.size", self.storage_size)
 

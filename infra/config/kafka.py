@@ -6,12 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from contracts.pipeline import TOPIC_NAME_PATTERN, load_pipeline
+from contracts.pipeline import CLEANUP_POLICIES, DNS_LABEL_PATTERN, TOPIC_NAME_PATTERN, load_pipeline
 from infra.config import versions
 from infra.config.base import (
-    _DNS_LABEL,
     _METADATA_VERSION,
-    CLEANUP_POLICIES,
     ConfigError,
     Section,
     _version,
@@ -40,8 +38,8 @@ class KafkaConfig:
     client_tls: bool = True
 
     def __post_init__(self) -> None:
-        require_match(setting("kafka.namespace"), self.namespace, _DNS_LABEL)
-        require_match(setting("kafka.clusterName"), self.cluster_name, _DNS_LABEL)
+        require_match(setting("kafka.namespace"), self.namespace, DNS_LABEL_PATTERN)
+        require_match(setting("kafka.clusterName"), self.cluster_name, DNS_LABEL_PATTERN)
         require_minimum(setting("kafka.replicationFactor"), self.replication_factor, 1)
         require_minimum(setting("kafka.minInsyncReplicas"), self.min_insync_replicas, 1)
         names = [pool.name for pool in self.node_pools]

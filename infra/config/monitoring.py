@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
+from contracts.pipeline import DNS_LABEL_PATTERN
 from infra.config.base import (
-    _DNS_LABEL,
     LOG_LEVELS,
     PULL_POLICIES,
     ConfigError,
@@ -108,8 +108,8 @@ class MonitoringConfig:
     )
 
     def __post_init__(self) -> None:
-        require_match(setting("monitoring.namespace"), self.namespace, _DNS_LABEL)
-        require_match(setting("monitoring.releaseName"), self.release_name, _DNS_LABEL)
+        require_match(setting("monitoring.namespace"), self.namespace, DNS_LABEL_PATTERN)
+        require_match(setting("monitoring.releaseName"), self.release_name, DNS_LABEL_PATTERN)
         require_match(
             setting("monitoring.prometheus.retention"), self.prometheus_retention, _PROMETHEUS_RETENTION
         )

@@ -5,16 +5,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from functools import partial
 from typing import Any
 
 from contracts.durations import SPARK_DURATION
-from contracts.pipeline import FLAG_PATTERN, PACKAGE_PATTERN, TOPIC_NAME_PATTERN, load_pipeline
+from contracts.pipeline import (
+    DNS_LABEL_PATTERN,
+    FLAG_PATTERN,
+    MAX_JOB_NAME,
+    PACKAGE_PATTERN,
+    TOPIC_NAME_PATTERN,
+    JobIdentity,
+    load_pipeline,
+)
 from contracts.shadow_groups import SHADOW_GROUP_PREFIX
 from infra.config import versions
 from infra.config.base import (
-    _DNS_LABEL,
     _SPARK_MEMORY,
     ACCESS_MODES,
     PULL_POLICIES,
@@ -46,10 +53,10 @@ class SparkConfig:
     shadow_group_prefix: str = SHADOW_GROUP_PREFIX
 
     def __post_init__(self) -> None:
-        require_match(setting("spark.operatorNamespace"), self.operator_namespace, _DNS_LABEL)
-        require_match(setting("spark.jobsNamespace"), self.jobs_namespace, _DNS_LABEL)
+        require_match(setting("spark.operatorNamespace"), self.operator_namespace, DNS_LABEL_PATTERN)
+        require_match(setting("spark.jobsNamespace"), self.jobs_namespace, DNS_LABEL_PATTERN)
         require_choice(setting("spark.imagePullPolicy"), self.image_pull_policy, PULL_POLICIES)
-        require_match(setting("spark.serviceAccount"), self.service_account, _DNS_LABEL)
+        require_match(setting("spark.serviceAccount"), self.service_account, DNS_LABEL_PATTERN)
         major = _version(setting("spark.version"), self.version)[0]
         require_pinned_chart(
             setting("spark.operatorChartVersion"), "spark-operator", self.operator_chart_version
@@ -172,21 +179,11 @@ class ExecutorResources(SparkPodResources):
         super().__post_init__()
 
 
-# The streaming-job chart names the checkpoint claim <job>-checkpoints, which must fit a DNS label (63).
-MAX_JOB_NAME = 51
-
-
 @dataclass(frozen=True)
-class JobConfig:
-    """A streaming job: the catalogue's definition with the stack's overrides and resources; `origin` names
-    the settings it was read from."""
+class JobConfig(JobIdentity):
+    """A streaming job: the catalogue's definition (its identity) with the stack's overrides and resources;
+    `settings` are its own flags and values in order; `origin` names the settings it was read from."""
 
-    name: str
-    module: str
-    stateful: bool
-    topics: tuple[tuple[str, str], ...]
-    reads: tuple[str, ...]
-    writes: tuple[str, ...]
     settings: tuple[str, ...] = ()
     driver: DriverResources = field(default_factory=DriverResources)
     executor: ExecutorResources = field(default_factory=ExecutorResources)
@@ -199,7 +196,7 @@ class JobConfig:
     origin: Origin = field(default_factory=partial(Origin, "jobDefaults"))
 
     def __post_init__(self) -> None:
-        require_match(self.origin.entry_name("name"), self.name, _DNS_LABEL)
+        require_match(self.origin.entry_name("name"), self.name, DNS_LABEL_PATTERN)
         if len(self.name) > MAX_JOB_NAME:
             raise ConfigError(
                 f"{self.origin.entry_name('name')}: {self.name!r} is longer than {MAX_JOB_NAME} characters "
@@ -238,13 +235,11 @@ class JobConfig:
 
     @property
     def read_topics(self) -> tuple[str, ...]:
-        by_flag = dict(self.topics)
-        return tuple(dict.fromkeys(by_flag[flag] for flag in self.reads))
+        return self.topics_of(self.reads)
 
     @property
     def written_topics(self) -> tuple[str, ...]:
-        by_flag = dict(self.topics)
-        return tuple(dict.fromkeys([*(by_flag[flag] for flag in self.writes), self.dead_letter_topic]))
+        return tuple(dict.fromkeys([*self.topics_of(self.writes), self.dead_letter_topic]))
 
     @property
     def checkpoint_claim(self) -> str:
@@ -273,27 +268,15 @@ def require_checkpoint_reach(job: JobConfig, nodes: int) -> None:
 
 
 def _spark(section: Section) -> SparkConfig:
-    section.only(
-        "image",
-        "version",
-        "operatorChartVersion",
-        "operatorNamespace",
-        "jobsNamespace",
-        "imagePullPolicy",
-        "applicationRoot",
-        "serviceAccount",
-        "shadowGroupPrefix",
-    )
+    """Every field of SparkConfig is a string setting named like the field in camelCase (`jobsNamespace`);
+    one left unset keeps the field's default (`image` has none: it is required)."""
+    settings = {re.sub(r"_([a-z])", lambda m: m[1].upper(), item.name): item for item in fields(SparkConfig)}
+    section.only(*settings)
     return SparkConfig(
-        image=section.string("image"),
-        version=section.string("version", SparkConfig.version),
-        operator_chart_version=section.string("operatorChartVersion", SparkConfig.operator_chart_version),
-        operator_namespace=section.string("operatorNamespace", SparkConfig.operator_namespace),
-        jobs_namespace=section.string("jobsNamespace", SparkConfig.jobs_namespace),
-        image_pull_policy=section.string("imagePullPolicy", SparkConfig.image_pull_policy),
-        application_root=section.string("applicationRoot", SparkConfig.application_root),
-        service_account=section.string("serviceAccount", SparkConfig.service_account),
-        shadow_group_prefix=section.string("shadowGroupPrefix", SparkConfig.shadow_group_prefix),
+        **{
+            item.name: section.string(key) if item.default is MISSING else section.string(key, item.default)
+            for key, item in settings.items()
+        }
     )
 
 

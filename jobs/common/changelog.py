@@ -2,16 +2,22 @@
 
 The record key is the row's primary key, the value the row after the change, and a null value (a tombstone)
 deletes the row. `decode_changelog` adds the changelog's own dead-letter rules to `decode_events`;
-`current_rows` reduces a changelog, read as a batch, to its table.
+`current_rows` reduces a changelog, read as a batch, to its table; `changelog_table` reads that table as of a
+batch's end offsets, and `start_changelog_queries` starts the queries of a job built on such tables.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from collections.abc import Callable, Mapping
 
-from jobs.common.config import EventLimits
-from jobs.common.events import EventSchema, decode_events
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+
+from jobs.common.config import EventLimits, StreamingJobConfig
+from jobs.common.events import Decoder, EventSchema, decode_events, start_topics_dead_letter_query
+from jobs.common.kafka_io import read_topic_until
+from jobs.common.offset_log import BatchOffsets, start_end_offsets_query
 
 
 def decode_changelog(
@@ -71,3 +77,33 @@ def current_profiles(decoded_profiles: DataFrame) -> DataFrame:
     return current_rows(decoded_profiles).select(
         F.col("record_key").alias("user_id"), *PROFILE_FIELDS, "updated_at"
     )
+
+
+def changelog_table(
+    spark: SparkSession,
+    config: StreamingJobConfig,
+    topic: str,
+    offsets: BatchOffsets,
+    *,
+    decode: Decoder,
+    current: Callable[[DataFrame], DataFrame],
+) -> DataFrame:
+    """The table a changelog topic describes as of a batch's end offsets: the topic read as a batch from its
+    start up to those offsets, decoded, and reduced to its rows by `current` (e.g. `current_profiles`)."""
+    return current(decode(read_topic_until(spark, config, topic, offsets.of(topic)), config.event_limits))
+
+
+def start_changelog_queries(
+    spark: SparkSession,
+    config: StreamingJobConfig,
+    decoders: Mapping[str, Decoder],
+    process: Callable[[DataFrame, BatchOffsets], None],
+) -> list[StreamingQuery]:
+    """The queries of a job that reads its topics (the keys of `decoders`) as tables in foreachBatch:
+    `<name>` calls `process(batch, offsets)` on each batch of all of them (start_end_offsets_query), and
+    `<name>.dead-letters` sends their malformed records, each topic decoded by its decoder, to the
+    dead-letter topic."""
+    return [
+        start_end_offsets_query(spark, config, list(decoders), process),
+        start_topics_dead_letter_query(spark, config, decoders),
+    ]

@@ -42,15 +42,17 @@ _TIERS = ("free", "basic", "gold")
 _NEXT_STATUS = {"placed": "paid", "paid": "shipped", "shipped": "delivered", "delivered": "returned"}
 _MAX_ORDERS_PER_USER = 5
 
+
+def _row_shape(key_field: str, text_field: str, amount_field: str | None = None) -> EventShape:
+    """A table's row: keyed by its id field, timed by `updated_at`, which is not an event time."""
+    return EventShape(
+        text_field, "updated_at", is_event_time=False, key_field=key_field, amount_field=amount_field
+    )
+
+
 SHAPES: dict[TableName, EventShape] = {
-    "users": EventShape(text_field="name", time_field="updated_at", is_event_time=False, key_field="user_id"),
-    "orders": EventShape(
-        text_field="status",
-        time_field="updated_at",
-        is_event_time=False,
-        key_field="order_id",
-        amount_field="amount",
-    ),
+    "users": _row_shape("user_id", "name"),
+    "orders": _row_shape("order_id", "status", amount_field="amount"),
 }
 
 
@@ -84,9 +86,10 @@ class ChangelogGenerator:
     def __init__(self, users: int, seed: int) -> None:
         self._random = random.Random(seed)
         self._user_ids = [f"user-{n}" for n in range(users)]
-        self._users: dict[str, dict[str, object]] = {}
+        self._tables: dict[TableName, dict[str, dict[str, object]]] = {"users": {}, "orders": {}}
+        self._users = self._tables["users"]
         self._deleted_users: set[str] = set()
-        self._orders: dict[str, dict[str, object]] = {}
+        self._orders = self._tables["orders"]
         self._order_count = 0
 
     def next_change(self, now: float) -> Change:
@@ -105,6 +108,22 @@ class ChangelogGenerator:
             return self._delete_order()
         return self._place_order(now)
 
+    # --- both tables -----------------------------------------------------------------------------------
+
+    def _pick(self, table: TableName) -> str:
+        """The key of an existing row of the table, at random."""
+        return self._random.choice(sorted(self._tables[table]))
+
+    def _upsert(self, table: TableName, key: str, row: dict[str, object], now: float) -> Change:
+        """The row, updated now, as the table's row of that key."""
+        row["updated_at"] = _iso(now)
+        self._tables[table][key] = row
+        return Change(table, key, dict(row))
+
+    def _delete(self, table: TableName, key: str) -> Change:
+        del self._tables[table][key]
+        return Change(table, key, None)
+
     # --- users ------------------------------------------------------------------------------------------
 
     def _create_user(self, now: float) -> Change:
@@ -118,17 +137,16 @@ class ChangelogGenerator:
             )
         else:
             return self._update_user(now)
-        self._users[user_id] = {
+        row: dict[str, object] = {
             "user_id": user_id,
             "name": f"{self._random.choice(_NAMES)} {user_id.removeprefix('user-')}",
             "country": self._random.choice(_COUNTRIES),
             "tier": "free",
-            "updated_at": _iso(now),
         }
-        return Change("users", user_id, dict(self._users[user_id]))
+        return self._upsert("users", user_id, row, now)
 
     def _update_user(self, now: float) -> Change:
-        user_id = self._random.choice(sorted(self._users))
+        user_id = self._pick("users")
         row = self._users[user_id]
         change = self._random.random()
         if change < 0.6:
@@ -137,14 +155,12 @@ class ChangelogGenerator:
             row["country"] = self._random.choice([c for c in _COUNTRIES if c != row["country"]])
         else:
             row["name"] = f"{self._random.choice(_NAMES)} {user_id.removeprefix('user-')}"
-        row["updated_at"] = _iso(now)
-        return Change("users", user_id, dict(row))
+        return self._upsert("users", user_id, row, now)
 
     def _delete_user(self) -> Change:
-        user_id = self._random.choice(sorted(self._users))
-        del self._users[user_id]
+        user_id = self._pick("users")
         self._deleted_users.add(user_id)
-        return Change("users", user_id, None)
+        return self._delete("users", user_id)
 
     # --- orders -----------------------------------------------------------------------------------------
 
@@ -153,29 +169,25 @@ class ChangelogGenerator:
         self._order_count += 1
         # Mostly for an existing user; sometimes for any id, which may not exist (yet, or any more).
         pool = sorted(self._users) if self._users and self._random.random() < 0.95 else self._user_ids
-        self._orders[order_id] = {
+        row: dict[str, object] = {
             "order_id": order_id,
             "user_id": self._random.choice(pool),
             "amount": round(self._random.uniform(5.0, 500.0), 2),
             "status": "placed",
-            "updated_at": _iso(now),
         }
-        return Change("orders", order_id, dict(self._orders[order_id]))
+        return self._upsert("orders", order_id, row, now)
 
     def _update_order(self, now: float) -> Change:
-        order_id = self._random.choice(sorted(self._orders))
+        order_id = self._pick("orders")
         row = self._orders[order_id]
         if self._random.random() < 0.8:
             row["status"] = _NEXT_STATUS.get(str(row["status"]), "returned")
         else:
             row["amount"] = round(self._random.uniform(5.0, 500.0), 2)  # a corrected amount
-        row["updated_at"] = _iso(now)
-        return Change("orders", order_id, dict(row))
+        return self._upsert("orders", order_id, row, now)
 
     def _delete_order(self) -> Change:
-        order_id = self._random.choice(sorted(self._orders))
-        del self._orders[order_id]
-        return Change("orders", order_id, None)
+        return self._delete("orders", self._pick("orders"))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

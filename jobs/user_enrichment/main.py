@@ -41,14 +41,15 @@ Metrics and how to run it: as every job (jobs.common.runner).
 
 from __future__ import annotations
 
+from functools import partial
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from jobs.common.changelog import current_profiles
-from jobs.common.events import start_topics_dead_letter_query
-from jobs.common.kafka_io import read_topic_until, write_kafka_batch
-from jobs.common.offset_log import BatchOffsets, start_end_offsets_query
+from jobs.common.changelog import changelog_table, current_profiles, start_changelog_queries
+from jobs.common.kafka_io import write_kafka_batch
+from jobs.common.offset_log import BatchOffsets
 from jobs.common.runner import StreamingJob
 from jobs.common.schemas import decode_page_views, decode_profiles
 from jobs.user_enrichment.config import EnrichmentJobConfig
@@ -59,35 +60,29 @@ from jobs.user_enrichment.transforms import (
 )
 
 
-def start_enrichment_query(spark: SparkSession, config: EnrichmentJobConfig) -> StreamingQuery:
-    """`<name>`: each batch's views joined with the users table as of the batch's end offsets."""
+def enrich_batch(config: EnrichmentJobConfig, batch: DataFrame, offsets: BatchOffsets) -> None:
+    """`<name>`: a batch's views joined with the users table as of the batch's end offsets."""
     streaming = config.streaming
-
-    def enrich_batch(batch: DataFrame, offsets: BatchOffsets) -> None:
-        users = read_topic_until(
-            batch.sparkSession, streaming, config.users_topic, offsets.of(config.users_topic)
-        )
-        profiles = current_profiles(decode_profiles(users, streaming.event_limits))
-        views = page_views_with_source(
-            decode_page_views(batch.where(F.col("topic") == config.views_topic), streaming.event_limits)
-        )
-        write_kafka_batch(
-            enriched_views_as_records(enrich_views(views, profiles)), streaming, config.output_topic
-        )
-
-    return start_end_offsets_query(spark, streaming, [config.views_topic, config.users_topic], enrich_batch)
+    profiles = changelog_table(
+        batch.sparkSession,
+        streaming,
+        config.users_topic,
+        offsets,
+        decode=decode_profiles,
+        current=current_profiles,
+    )
+    views = page_views_with_source(
+        decode_page_views(batch.where(F.col("topic") == config.views_topic), streaming.event_limits)
+    )
+    write_kafka_batch(
+        enriched_views_as_records(enrich_views(views, profiles)), streaming, config.output_topic
+    )
 
 
 def start_queries(spark: SparkSession, config: EnrichmentJobConfig) -> list[StreamingQuery]:
     """Start every query of the job; tests call this with their own topics and checkpoint root."""
-    return [
-        start_enrichment_query(spark, config),
-        start_topics_dead_letter_query(
-            spark,
-            config.streaming,
-            {config.views_topic: decode_page_views, config.users_topic: decode_profiles},
-        ),
-    ]
+    decoders = {config.views_topic: decode_page_views, config.users_topic: decode_profiles}
+    return start_changelog_queries(spark, config.streaming, decoders, partial(enrich_batch, config))
 
 
 JOB = StreamingJob("user-enrichment", EnrichmentJobConfig, start_queries, __doc__)

@@ -47,13 +47,14 @@ Metrics and how to run it: as every job (jobs.common.runner).
 
 from __future__ import annotations
 
+from functools import partial
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from jobs.common.changelog import current_profiles
-from jobs.common.events import start_topics_dead_letter_query
+from jobs.common.changelog import changelog_table, current_profiles, start_changelog_queries
 from jobs.common.kafka_io import read_topic_until, write_kafka_batch
-from jobs.common.offset_log import BatchOffsets, require_within_end_offsets, start_end_offsets_query
+from jobs.common.offset_log import BatchOffsets, require_within_end_offsets
 from jobs.common.runner import StreamingJob
 from jobs.common.schemas import decode_orders, decode_profiles
 from jobs.user_view.config import UserViewJobConfig
@@ -66,34 +67,26 @@ from jobs.user_view.transforms import (
 )
 
 
-def start_view_query(spark: SparkSession, config: UserViewJobConfig) -> StreamingQuery:
+def update_view(config: UserViewJobConfig, batch: DataFrame, offsets: BatchOffsets) -> None:
     """`<name>`: each batch brings the view topic to the view as of the batch's end offsets."""
-    streaming = config.streaming
-
-    def update_view(batch: DataFrame, offsets: BatchOffsets) -> None:
-        spark = batch.sparkSession
-        require_within_end_offsets(batch, offsets)
-        users_until, orders_until = offsets.of(config.users_topic), offsets.of(config.orders_topic)
-        users = read_topic_until(spark, streaming, config.users_topic, users_until)
-        orders = read_topic_until(spark, streaming, config.orders_topic, orders_until)
-        view = user_view(
-            current_profiles(decode_profiles(users, streaming.event_limits)),
-            current_orders(decode_orders(orders, streaming.event_limits)),
-        )
-        stored = stored_view(read_topic_until(spark, streaming, config.output_topic, None))
-        write_kafka_batch(view_changes(user_view_as_records(view), stored), streaming, config.output_topic)
-
-    return start_end_offsets_query(spark, streaming, [config.users_topic, config.orders_topic], update_view)
+    spark, streaming = batch.sparkSession, config.streaming
+    require_within_end_offsets(batch, offsets)
+    view = user_view(
+        changelog_table(
+            spark, streaming, config.users_topic, offsets, decode=decode_profiles, current=current_profiles
+        ),
+        changelog_table(
+            spark, streaming, config.orders_topic, offsets, decode=decode_orders, current=current_orders
+        ),
+    )
+    stored = stored_view(read_topic_until(spark, streaming, config.output_topic, None))
+    write_kafka_batch(view_changes(user_view_as_records(view), stored), streaming, config.output_topic)
 
 
 def start_queries(spark: SparkSession, config: UserViewJobConfig) -> list[StreamingQuery]:
     """Start every query of the job; tests call this with their own topics and checkpoint root."""
-    return [
-        start_view_query(spark, config),
-        start_topics_dead_letter_query(
-            spark, config.streaming, {config.users_topic: decode_profiles, config.orders_topic: decode_orders}
-        ),
-    ]
+    decoders = {config.users_topic: decode_profiles, config.orders_topic: decode_orders}
+    return start_changelog_queries(spark, config.streaming, decoders, partial(update_view, config))
 
 
 JOB = StreamingJob("user-view", UserViewJobConfig, start_queries, __doc__)

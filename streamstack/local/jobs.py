@@ -7,6 +7,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from contracts.pipeline import Producer
 from streamstack.local.ports import LOOPBACK
 from streamstack.local.process import ManagedProcess
 from streamstack.paths import REPO_ROOT
@@ -75,29 +76,23 @@ def spark_job_process(
 
 
 def producer_process(
-    runtimes: Runtimes,
-    module: str,
-    *,
-    name: str,
-    bootstrap_servers: str,
-    topic: str,
-    rate: float,
-    log_path: Path,
-    extra_args: Sequence[str] = (),
+    runtimes: Runtimes, producer: Producer, *, bootstrap_servers: str, rate: float, log_path: Path
 ) -> ManagedProcess:
+    """A producer of the catalogue: its topic and `rate`, then its own arguments (which may override the
+    rate)."""
     argv = [
         sys.executable,
         "-m",
-        module,
+        producer.module,
         "--bootstrap-servers",
         bootstrap_servers,
         "--topic",
-        topic,
+        producer.topic,
         "--rate",
         str(rate),
-        *extra_args,
+        *producer.arguments,
     ]
-    return ManagedProcess(name, argv, log_path, env=child_environment(runtimes), cwd=REPO_ROOT)
+    return ManagedProcess(producer.name, argv, log_path, env=child_environment(runtimes), cwd=REPO_ROOT)
 
 
 def lag_exporter_process(

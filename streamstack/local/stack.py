@@ -318,13 +318,10 @@ class LocalStack:
             process = self._start_tracked(
                 producer_process(
                     self.runtimes,
-                    producer.module,
-                    name=producer.name,
+                    producer,
                     bootstrap_servers=kafka.bootstrap_servers,
-                    topic=producer.topic,
                     rate=self.options.rate,
                     log_path=run_dir / "logs" / f"{producer.name}.log",
-                    extra_args=producer.arguments,
                 ),
                 "producer",
             )

@@ -29,6 +29,7 @@ from typing import Any, Protocol, TypeVar
 
 from contracts.pipeline import load_pipeline
 from streamstack.errors import StreamstackError
+from streamstack.flags import Flag, add_flags
 from streamstack.local.jobs import lag_exporter_process, producer_process
 from streamstack.local.ports import LOOPBACK, free_port
 from streamstack.local.process import ManagedProcess
@@ -241,13 +242,10 @@ def rehearse(
             producer = catalogue.producer(producer_name)
             process = producer_process(
                 runtimes,
-                producer.module,
-                name=producer.name,
+                producer,
                 bootstrap_servers=kafka.bootstrap_servers,
-                topic=producer.topic,
                 rate=PRODUCER_RATE,
                 log_path=work_dir / "logs" / f"{producer.name}.log",
-                extra_args=producer.arguments,
             )
             process.env = {**(process.env or {}), **kafka.client_environment(load_generator.name)}
             stack.enter_context(_running(process))
@@ -330,18 +328,21 @@ def render_report(rehearsal: Rehearsal) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     default_jobs = ",".join(job.name for job in load_pipeline().jobs)
-    parser.add_argument("--jobs", default=default_jobs, help=f"jobs to rehearse (default: {default_jobs})")
-    parser.add_argument(
-        "--run-for", type=float, default=60.0, help="seconds to run at least, before reporting (default: 60)"
+    add_flags(
+        parser,
+        (
+            Flag("--jobs", f"jobs to rehearse (default: {default_jobs})", default=default_jobs),
+            Flag("--run-for", "seconds to run at least, before reporting (default: 60)", float, 60.0),
+            Flag(
+                "--timeout",
+                "seconds at most, waiting for every query to commit a batch (default: 600)",
+                float,
+                600.0,
+            ),
+            Flag("--json", "print the report as JSON", action="store_true"),
+            Flag("--work-dir", "default: .streamstack/rehearsal", Path),
+        ),
     )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=600.0,
-        help="seconds at most, waiting for every query to commit a batch (default: 600)",
-    )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--work-dir", type=Path, default=None, help="default: .streamstack/rehearsal")
 
 
 def main(args: argparse.Namespace, runtimes: Runtimes, default_work_dir: Path) -> int:
