@@ -167,7 +167,8 @@ def _cluster_id() -> str:
 
 
 class LocalKafka(LocalService):
-    """Formats storage, starts the broker, waits until it answers, creates topics, stops it."""
+    """Formats storage, starts the broker, waits until it answers, creates topics, stops it; restarts it on
+    the same storage."""
 
     name = "kafka"
     title = "Kafka"
@@ -336,6 +337,13 @@ class LocalKafka(LocalService):
         self._wait_until_ready(timeout)
         return self
 
+    def restart(self, timeout: float = 90.0) -> LocalKafka:
+        """Start the stopped broker again on its ports and its storage, as a rolling restart does: the same
+        cluster id, topics, records and committed offsets; clients reconnect to the same address."""
+        self._relaunch()
+        self._wait_until_ready(timeout)
+        return self
+
     def _wait_until_ready(self, timeout: float) -> None:
         assert self._process is not None
         deadline = time.monotonic() + timeout
@@ -345,7 +353,14 @@ class LocalKafka(LocalService):
                     f"Kafka exited with code {self._process.exit_code()} while starting; see {self.log_path}"
                 )
             try:
-                admin = KafkaAdminClient(request_timeout_ms=3000, **self._admin_options())
+                # Capped reconnect backoff: ready is seen within a poll of the broker listening (by
+                # default the backoff doubles to seconds while the JVM starts, and readiness is seen late).
+                admin = KafkaAdminClient(
+                    request_timeout_ms=3000,
+                    bootstrap_timeout_ms=3000,
+                    reconnect_backoff_max_ms=300,
+                    **self._admin_options(),
+                )
             except KafkaError:
                 time.sleep(0.3)
                 continue

@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Self
 
 import yaml
 
+from streamstack.errors import StreamstackError
 from streamstack.local.ports import LOOPBACK, claim_port
 from streamstack.local.process import ManagedProcess
 from streamstack.runtimes import Runtimes
@@ -45,6 +46,14 @@ class LocalService:
     def _launch(self, argv: Sequence[str]) -> ManagedProcess:
         self._process = ManagedProcess(self.name, argv, self.log_path)
         return self._process.start(on_start=self._on_launch)
+
+    def _relaunch(self) -> ManagedProcess:
+        """Start the stopped server again with the command line it ran last; its log is appended to."""
+        if self._process is None:
+            raise StreamstackError(f"{self.title} has not been started")
+        if self._process.is_running():
+            raise StreamstackError(f"{self.title} is running (pid {self._process.pid}); stop it first")
+        return self._launch(self._process.argv)
 
     def exit_code(self) -> int | None:
         """None while the server runs (or before it was started); its exit code once it has exited."""
