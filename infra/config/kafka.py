@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from contracts.pipeline import CLEANUP_POLICIES, DNS_LABEL_PATTERN, TOPIC_NAME_PATTERN, load_pipeline
+from contracts.record_sizes import DEAD_LETTER_MAX_MESSAGE_BYTES, INPUT_MAX_MESSAGE_BYTES
 from infra.config import versions
 from infra.config.base import (
     _METADATA_VERSION,
@@ -129,6 +130,30 @@ class TopicConfig:
         require_minimum(setting(f"topics.{self.name}.partitions"), self.partitions, 1)
         require_minimum(self.replicas_setting, self.replicas, 1)
         require_minimum(self.min_isr_setting, self.min_insync_replicas, 1)
+        self._require_record_size_within_dead_letter_sizing()
+
+    def _require_record_size_within_dead_letter_sizing(self) -> None:
+        """The dead-letter topic and the jobs' Kafka producers are sized for the largest input record
+        (contracts/record_sizes.py): a topic taking larger records would make that record's dead letter fail
+        its query on every restart, and a smaller dead-letter limit the same."""
+        limit = self.config.get("max.message.bytes")
+        if limit is None:
+            return
+        name = setting(f"topics.{self.name}.config.max.message.bytes")
+        if not limit.isdigit():
+            raise ConfigError(f"{name}: {limit!r} is not a number of bytes")
+        if self.name == load_pipeline().dead_letter_topic:
+            if int(limit) < DEAD_LETTER_MAX_MESSAGE_BYTES:
+                raise ConfigError(
+                    f"{name}: {limit} is below the {DEAD_LETTER_MAX_MESSAGE_BYTES} bytes the dead letter of "
+                    f"the largest input record takes (contracts/record_sizes.py)"
+                )
+        elif int(limit) > INPUT_MAX_MESSAGE_BYTES:
+            raise ConfigError(
+                f"{name}: {limit} is above the {INPUT_MAX_MESSAGE_BYTES} bytes the dead-letter topic and the "
+                "jobs' Kafka producers are sized for (contracts/record_sizes.py): the dead letter of a "
+                "larger record would fail its query on every restart"
+            )
 
     @property
     def min_insync_replicas(self) -> int:

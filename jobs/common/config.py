@@ -63,6 +63,7 @@ class StreamingJobConfig:
     starting_offsets: str = "earliest"
     starting_timestamp_ms: int | None = None
     max_offsets_per_trigger: int | None = None
+    accept_data_loss: bool = False
     shuffle_partitions: int = 4
     extra_jars: tuple[str, ...] = ()
     spark_conf: dict[str, str] = field(default_factory=dict)
@@ -181,6 +182,12 @@ def add_streaming_job_arguments(parser: argparse.ArgumentParser, *, query_name: 
         help="a new checkpoint starts at the first record at or after this time (replay)",
     )
     parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    parser.add_argument(
+        "--accept-data-loss",
+        action="store_true",
+        help="skip input records Kafka no longer has (retention, a deleted topic) instead of failing; "
+        "for one run after such a failure, until a batch commits",
+    )
     parser.add_argument("--shuffle-partitions", type=int, default=4)
     parser.add_argument("--extra-jars", default="", help="comma-separated jars (local mode only)")
     parser.add_argument(
@@ -232,6 +239,7 @@ def streaming_job_config(
         starting_offsets=args.starting_offsets,
         starting_timestamp_ms=args.starting_timestamp_ms,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
+        accept_data_loss=args.accept_data_loss,
         shuffle_partitions=args.shuffle_partitions,
         extra_jars=tuple(jar for jar in args.extra_jars.split(",") if jar),
         spark_conf=spark_conf,

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -43,7 +43,7 @@ def read_kafka_stream(spark: SparkSession, config: StreamingJobConfig, topics: S
         spark.readStream.format("kafka")
         .options(**kafka_options(config))
         .option("subscribe", ",".join(topics))
-        .option("failOnDataLoss", "true")
+        .option("failOnDataLoss", "false" if config.accept_data_loss else "true")
         .option("includeHeaders", "false")
     )
     if config.starting_timestamp_ms is not None:
@@ -121,6 +121,15 @@ def start_foreach_batch_query(
     )
 
 
+def _metadata_consumer(config: StreamingJobConfig) -> KafkaConsumer:
+    """A consumer in no group, for metadata and offsets only."""
+    return KafkaConsumer(
+        bootstrap_servers=config.bootstrap_servers,
+        client_id=config.query_name,
+        **config.kafka_security.client_options(),
+    )
+
+
 def require_existing_topics(
     config: StreamingJobConfig, topics_by_flag: Mapping[str, str], timeout: float = 30
 ) -> None:
@@ -133,11 +142,7 @@ def require_existing_topics(
     deadline = time.monotonic() + timeout
     while True:
         try:
-            consumer = KafkaConsumer(
-                bootstrap_servers=config.bootstrap_servers,
-                client_id=config.query_name,
-                **config.kafka_security.client_options(),
-            )
+            consumer = _metadata_consumer(config)
             try:
                 existing = consumer.topics()
             finally:
@@ -154,3 +159,21 @@ def require_existing_topics(
         raise ConfigError(
             f"topic does not exist: {', '.join(missing)} (create it first; auto-creation is off)"
         )
+
+
+def earliest_kept_offsets(
+    config: StreamingJobConfig, topics: Sequence[str]
+) -> tuple[set[str], dict[tuple[str, int], int]]:
+    """Which of `topics` exist, and the earliest offset Kafka still keeps in each of their partitions."""
+    consumer = _metadata_consumer(config)
+    try:
+        existing = consumer.topics() & set(topics)
+        partitions = [
+            TopicPartition(topic, partition)
+            for topic in sorted(existing)
+            for partition in sorted(consumer.partitions_for_topic(topic) or ())
+        ]
+        earliest = consumer.beginning_offsets(partitions) if partitions else {}
+    finally:
+        consumer.close()
+    return existing, {(tp.topic, tp.partition): offset for tp, offset in earliest.items()}

@@ -17,10 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from contracts.errors import ConfigError
+from jobs.common import failures
 from jobs.common.kafka_io import require_existing_topics
 from jobs.common.progress import serve_progress_metrics
 from jobs.common.session import build_session
@@ -51,7 +53,8 @@ def run_streaming_job(
     config: JobSettingsT,
     start_queries: Callable[[SparkSession, JobSettingsT], list[StreamingQuery]],
 ) -> int:
-    """Run until a query stops; a query failing raises, so the driver exits non-zero and is restarted.
+    """Run until a query stops; a query failing raises, so the driver exits non-zero and is restarted,
+    after one `<program>: error:` line when the job can name the cause (jobs.common.failures).
 
     A missing topic is a configuration error reported before Spark starts (exit code 2, naming the flag).
     """
@@ -64,5 +67,11 @@ def run_streaming_job(
     spark = build_session(streaming)
     serve_progress_metrics(spark, streaming)
     start_queries(spark, config)
-    spark.streams.awaitAnyTermination()
+    try:
+        spark.streams.awaitAnyTermination()
+    except StreamingQueryException as failure:
+        explanation = failures.explain_query_failure(failures.failure_text(failure), streaming)
+        if explanation is not None:
+            print(f"{program}: error: {explanation}", file=sys.stderr)
+        raise
     return 0

@@ -237,6 +237,24 @@ def test_guard_replication_factor_above_broker_count() -> None:
         require_topic_fits(topic, brokers=1)
 
 
+def test_guard_topic_record_size_beyond_the_dead_letter_sizing() -> None:
+    def topics(name: str, limit: str) -> dict[str, Any]:
+        return {name: {"config": {"max.message.bytes": limit}}}
+
+    message = fails_naming(
+        "streamstack:topics.page-views.config.max.message.bytes", topics=topics("page-views", "2097152")
+    )
+    assert "above the 1048588 bytes" in message
+    message = fails_naming(
+        "streamstack:topics.dead-letters.config.max.message.bytes", topics=topics("dead-letters", "1048588")
+    )
+    assert "below the 1064972 bytes" in message
+    fails_naming("streamstack:topics.page-views.config.max.message.bytes", topics=topics("page-views", "1m"))
+    smaller = load_config("dev", topics=topics("page-views", "524288"))
+    [page_views] = [topic for topic in smaller.topics if topic.name == "page-views"]
+    assert page_views.config["max.message.bytes"] == "524288"
+
+
 def test_guard_min_insync_replicas_above_replicas() -> None:
     fails_naming(
         "streamstack:kafka.minInsyncReplicas", kafka=with_changes("dev", "kafka", minInsyncReplicas=2)
