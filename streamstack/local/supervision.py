@@ -27,11 +27,16 @@ LEFTOVER_GRACE_SECONDS = 10.0
 """How long a dead child's process group (a driver's JVM) gets to exit after SIGTERM before SIGKILL."""
 
 _ERROR_LINE = re.compile(r"error|exception|fatal|traceback", re.IGNORECASE)
+_OWN_ERROR_LINE = re.compile(r"^[\w.-]+: error: ")
 
 
 def last_error_line(log: bytes) -> str | None:
-    """The last line of a run's output that reports an error (a traceback ends in one), else its last line."""
+    """The program's own last `<prog>: error: ...` line (a job's named cause, argparse's usage error), else
+    the last line of a run's output that reports an error (a traceback ends in one), else its last line."""
     lines = [line.strip() for line in log.decode(errors="replace").splitlines() if line.strip()]
+    own = [line for line in lines if _OWN_ERROR_LINE.match(line)]
+    if own:
+        return own[-1]
     for line in reversed(lines):
         if _ERROR_LINE.search(line) and not line.startswith("Traceback"):
             return line

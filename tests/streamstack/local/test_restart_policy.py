@@ -120,3 +120,17 @@ def test_last_error_line_is_a_tracebacks_last_line() -> None:
     assert last_error_line(log) == "ValueError: no topic"
     assert last_error_line(b"killed\n") == "killed"
     assert last_error_line(b"") is None
+
+
+def test_last_error_line_prefers_the_programs_own_error_line() -> None:
+    """A job names the cause in one line before Spark's traceback, whose message runs over many lines (the
+    query's plan among them); that line is what `local status` shows."""
+    log = (
+        b"clickstream-windows: error: checkpoint write failed under /c/q: No space left on device\n"
+        b"Traceback (most recent call last):\n  File x\n"
+        b"pyspark.errors.exceptions.captured.StreamingQueryException: [STREAM_FAILED] Query terminated\n"
+        b"=== Streaming Query ===\nLogical Plan:\n+- ~Project [dead_letter_reason#29 AS error_kind#3]\n"
+    )
+    assert last_error_line(log) == (
+        "clickstream-windows: error: checkpoint write failed under /c/q: No space left on device"
+    )
