@@ -46,6 +46,9 @@ dashboards: $(STAMP) ## regenerate the Grafana dashboards (monitoring/dashboards
 bench-jobs: setup ## benchmark the window job against Spark's ceiling and a plain consumer (JSON + markdown)
 	$(BIN)/python -m scripts.bench_windows
 
+bench-local: setup ## the local stack at its defaults, ~11 min: utilization, lag, alerts vs goals (BENCH_ARGS=flags)
+	$(BIN)/python -m scripts.bench_local $(BENCH_ARGS)
+
 bench-exporter: setup ## benchmark the lag exporter beside kafka_exporter (KAFKA_EXPORTER=binary) up to 10,000 partitions
 	$(BIN)/python -m scripts.bench_exporter --kafka-exporter "$(KAFKA_EXPORTER)"
 
