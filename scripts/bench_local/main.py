@@ -105,9 +105,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], li
     """Start the stack at `local up`'s defaults (own work directory, free ports), wait for every job, warm up,
     sample, and stop everything, however this ends; the raw results and the samples."""
     runtimes = runtime_cache.ensure(log=log)
-    options = LocalStackOptions(
-        workdir=workdir, kafka_port=0, prometheus_port=0, metrics_port=0, exporter_port=0, supervisor_port=0
-    )
+    options = LocalStackOptions.on_free_ports(workdir)
     pipeline = streaming_pipeline()
     result: dict[str, Any] = {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -48,6 +48,18 @@ class LocalStackOptions:
     trigger_interval: str = "5 seconds"
     restart_policy: RestartPolicy = field(default_factory=RestartPolicy)
 
+    @classmethod
+    def on_free_ports(cls, workdir: Path, **settings: Any) -> LocalStackOptions:
+        """Every service on a port the system picks at start (tests, benchmarks): beside a running stack."""
+        return dataclasses.replace(
+            cls(workdir, **settings),
+            kafka_port=0,
+            prometheus_port=0,
+            metrics_port=0,
+            exporter_port=0,
+            supervisor_port=0,
+        )
+
 
 def state_path(workdir: Path) -> Path:
     return workdir / STATE_FILE

@@ -101,11 +101,8 @@ def test_a_sigkilled_job_is_restarted_by_the_supervisor_and_resumes_to_the_exact
         "the catalogue's watermark delay is under the test's disorder: the count would depend on timing"
     )
     catalogue = streaming_pipeline()
-    # Kafka's, Prometheus', the job's metrics, the lag exporter's and the supervisor's: chosen at start.
-    free_ports = (0, 0, 0, 0, 0)
-    options = LocalStackOptions(
+    options = LocalStackOptions.on_free_ports(
         tmp_path / "stack",
-        *free_ports,
         trigger_interval="1 second",
         restart_policy=RestartPolicy(on_failure_retry_interval=RESTART_INTERVAL),
     )

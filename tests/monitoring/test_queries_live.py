@@ -224,13 +224,8 @@ class LiveStack:
 @pytest.fixture(scope="module")
 def live(runtimes: Runtimes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     workdir = tmp_path_factory.mktemp("live-queries")
-    options = LocalStackOptions(
-        workdir=workdir,
-        kafka_port=0,
-        prometheus_port=0,
-        metrics_port=0,
-        exporter_port=0,
-        supervisor_port=0,
+    options = LocalStackOptions.on_free_ports(
+        workdir,
         rate=50.0,
         trigger_interval="2 seconds",
     )

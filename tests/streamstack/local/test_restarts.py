@@ -136,13 +136,8 @@ def test_a_child_failing_at_once_is_marked_failed_and_a_dead_prometheus_stops_th
     catalogue = streaming_pipeline()
     producer = next(producer for producer in catalogue.producers if producer.name == "clickstream-producer")
     broken = dataclasses.replace(producer, arguments=(*producer.arguments, "--no-such-flag"))
-    options = LocalStackOptions(
-        workdir=tmp_path,
-        kafka_port=0,
-        prometheus_port=0,
-        metrics_port=0,
-        exporter_port=0,
-        supervisor_port=0,
+    options = LocalStackOptions.on_free_ports(
+        tmp_path,
         restart_policy=RestartPolicy(on_failure_retries=2, on_failure_retry_interval=0.5),
     )
     stack = LocalStack(runtimes, Pipeline(catalogue.topics, (broken,), ()), options)
