@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from kafka.errors import KafkaError
+
 from jobs.common.config import StreamingJobConfig
 from jobs.common.data_loss import committed_offsets, explain_data_loss, is_data_loss, lost_ranges
 from jobs.common.kafka_io import earliest_kept_offsets
@@ -60,7 +62,10 @@ def lost_input(failure: str, streaming: StreamingJobConfig) -> str | None:
     if not is_data_loss(failure):
         return None
     committed = committed_offsets(failure)
-    existing, earliest = earliest_kept_offsets(streaming, sorted(committed))
+    try:
+        existing, earliest = earliest_kept_offsets(streaming, sorted(committed))
+    except KafkaError:
+        return explain_data_loss(failure, [])  # Kafka unreachable: Spark's reason, never a second error
     return explain_data_loss(failure, lost_ranges(committed, existing, earliest))
 
 

@@ -122,10 +122,12 @@ def start_foreach_batch_query(
 
 
 def _metadata_consumer(config: StreamingJobConfig) -> KafkaConsumer:
-    """A consumer in no group, for metadata and offsets only."""
+    """A consumer in no group, for metadata and offsets only; it gives up on an unreachable Kafka after 5 s
+    (its callers retry, or fall back)."""
     return KafkaConsumer(
         bootstrap_servers=config.bootstrap_servers,
         client_id=config.query_name,
+        bootstrap_timeout_ms=5000,
         **config.kafka_security.client_options(),
     )
 

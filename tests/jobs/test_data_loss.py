@@ -3,6 +3,7 @@ failOnDataLoss) and what Kafka keeps; the live faults are in tests/faults/test_d
 
 from __future__ import annotations
 
+from jobs.common.config import StreamingJobConfig
 from jobs.common.data_loss import (
     LostRange,
     committed_offsets,
@@ -10,6 +11,8 @@ from jobs.common.data_loss import (
     is_data_loss,
     lost_ranges,
 )
+from jobs.common.failures import lost_input
+from streamstack.local.ports import free_port
 
 RETENTION_FAILURE = """[STREAM_FAILED] Query [id = b10d6970, runId = bd53d2aa] terminated with exception: \
 Some data may have been lost because they are not available in Kafka any more;
@@ -64,3 +67,17 @@ def test_the_explanation_names_topic_partition_offsets_and_the_resume() -> None:
     # Kafka already moved on (say, the partition was re-created): Spark's own reason is kept.
     fallback = explain_data_loss(RETENTION_FAILURE, [])
     assert "Could not read records in offset [100, 200) for topic partition in-0" in fallback
+
+
+def test_with_kafka_unreachable_the_line_keeps_sparks_reason_and_raises_nothing() -> None:
+    """The explanation runs while the driver handles a failure: it must not raise a second error."""
+    unreachable = StreamingJobConfig(
+        query_name="clickstream-windows",
+        bootstrap_servers=f"127.0.0.1:{free_port()}",
+        checkpoint_dir="/mnt/checkpoints",
+        metrics_port=0,
+        dead_letter_topic="dead-letters",
+    )
+    line = lost_input(RETENTION_FAILURE, unreachable)
+    assert line is not None
+    assert "Could not read records in offset [100, 200) for topic partition in-0" in line
