@@ -34,7 +34,6 @@ from infra.config.base import (
     Origin,
     Resources,
     Section,
-    require_pinned_chart,
     setting,
 )
 from infra.config.cluster import ClusterConfig, NodePool
@@ -69,6 +68,7 @@ from infra.config.versions import (
     SPARK_OPERATOR_SPARK_MAJORS,
     STRIMZI_KAFKA_VERSIONS,
     STRIMZI_MIN_KUBERNETES,
+    require_pinned_chart,
 )
 
 __all__ = [

@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from infra.config import versions
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -57,12 +55,6 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 
 
 _SPARK_MEMORY = re.compile(r"^[0-9]+[kmgt]?$")
-
-
-_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)$")
-
-
-_METADATA_VERSION = re.compile(r"^([0-9]+)\.([0-9]+)(-IV[0-9]+)?$")
 
 
 class ConfigError(ValueError):
@@ -225,30 +217,6 @@ def _require_quantity(name: str, value: str | None) -> None:
     """None, an optional setting left unset, passes."""
     if value is not None and not _QUANTITY.match(value):
         raise ConfigError(f"{name}: {value!r} is not a Kubernetes quantity such as 500m, 1, 512Mi or 2Gi")
-
-
-def _version(name: str, value: str) -> tuple[int, int, int]:
-    match = _VERSION.match(value)
-    if not match:
-        raise ConfigError(f"{name}: {value!r} is not a version such as 4.3.1")
-    return int(match[1]), int(match[2]), int(match[3])
-
-
-def require_pinned_chart(name: str, chart: str, version: str) -> None:
-    """A chart version the compatibility tables know, with its CRDs vendored in infra/crds/ (a version bump
-    without them fails here)."""
-    known = versions.known_versions(chart)
-    if version not in known:
-        raise ConfigError(
-            f"{name}: {chart} {version} is not one this program was written and tested for "
-            f"(known: {', '.join(known)}); its compatibility tables in infra/config/versions.py need it first"
-        )
-    if not (CRDS_DIR / f"{chart}-{version}" / CRDS_SOURCE_FILE).is_file():
-        raise ConfigError(
-            f"{name}: no CRDs of {chart} {version} in infra/crds/{chart}-{version}/ (Helm does not upgrade "
-            "CRDs, so the stack installs them from there): add the version's source to "
-            "scripts/vendor_crds.py and run it"
-        )
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,11 @@ from contracts.pipeline import CLEANUP_POLICIES, DNS_LABEL_PATTERN, TOPIC_NAME_P
 from contracts.record_sizes import DEAD_LETTER_MAX_MESSAGE_BYTES, INPUT_MAX_MESSAGE_BYTES
 from infra.config import versions
 from infra.config.base import (
-    _METADATA_VERSION,
     ConfigError,
     Section,
-    _version,
     require_choice,
     require_match,
     require_minimum,
-    require_pinned_chart,
     setting,
 )
 from infra.config.cluster import NodePool, _node_pool
@@ -46,7 +43,7 @@ class KafkaConfig:
         names = [pool.name for pool in self.node_pools]
         if len(set(names)) != len(names):
             raise ConfigError(f"{setting('kafka.nodePools')}: pool names must differ, got {', '.join(names)}")
-        require_pinned_chart(
+        versions.require_pinned_chart(
             setting("kafka.operatorChartVersion"), "strimzi-kafka-operator", self.operator_chart_version
         )
         runs = versions.STRIMZI_KAFKA_VERSIONS[self.operator_chart_version]
@@ -55,8 +52,8 @@ class KafkaConfig:
                 f"{setting('kafka.version')}: Kafka {self.version} is not supported by Strimzi "
                 f"{self.operator_chart_version} (supported: {', '.join(runs)})"
             )
-        match = _METADATA_VERSION.match(self.metadata_version)
-        kafka_minor = _version(setting("kafka.version"), self.version)[:2]
+        match = versions.METADATA_VERSION_PATTERN.match(self.metadata_version)
+        kafka_minor = versions.parse_version(setting("kafka.version"), self.version)[:2]
         if not match or (int(match[1]), int(match[2])) > kafka_minor:
             raise ConfigError(
                 f"{setting('kafka.metadataVersion')}: {self.metadata_version!r} is not a KRaft metadata "

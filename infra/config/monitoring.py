@@ -21,10 +21,10 @@ from infra.config.base import (
     require_choice,
     require_match,
     require_minimum,
-    require_pinned_chart,
     setting,
 )
 from infra.config.spark import JobConfig, image_tag
+from infra.config.versions import require_pinned_chart
 
 EXPORTER_RESOURCES = Resources(
     setting("lagExporter.resources"),

@@ -31,13 +31,12 @@ from infra.config.base import (
     Section,
     T,
     _require_quantity,
-    _version,
     require_choice,
     require_match,
     require_minimum,
-    require_pinned_chart,
     setting,
 )
+from infra.config.versions import parse_version, require_pinned_chart
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,7 @@ class SparkConfig:
         require_match(setting("spark.jobsNamespace"), self.jobs_namespace, DNS_LABEL_PATTERN)
         require_choice(setting("spark.imagePullPolicy"), self.image_pull_policy, PULL_POLICIES)
         require_match(setting("spark.serviceAccount"), self.service_account, DNS_LABEL_PATTERN)
-        major = _version(setting("spark.version"), self.version)[0]
+        major = parse_version(setting("spark.version"), self.version)[0]
         require_pinned_chart(
             setting("spark.operatorChartVersion"), "spark-operator", self.operator_chart_version
         )

@@ -51,11 +51,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from jobs.clickstream_windows.config import WindowJobConfig
 from jobs.clickstream_windows.queries import start_late_view_query, start_window_kind_queries
-from jobs.clickstream_windows.transforms import (
-    count_views_per_url,
-    page_views,
-    window_counts_as_records,
-)
+from jobs.clickstream_windows.transforms import count_views_per_url, page_views, window_counts_as_records
 from jobs.common.events import read_decoded_stream, start_dead_letter_query
 from jobs.common.kafka_io import write_kafka_stream
 from jobs.common.runner import StreamingJob

@@ -4,7 +4,7 @@ letters and health. Lag comes from the lag exporter (`streamstack_lag_*`), the r
 
 from __future__ import annotations
 
-from monitoring.dashboards.promql import QUERIES_OF_JOB, RATE_INTERVAL, per_group, per_query
+from monitoring.dashboards.promql import QUERIES_OF_JOB, per_group, per_query
 from monitoring.dashboards.spec import Dashboard, Panel, Row, Target
 
 ROWS_PER_SECOND = "suffix: rows/s"
@@ -76,12 +76,7 @@ OFFSETS_BEHIND = Panel(
     "Offsets behind latest, as Spark saw them",
     "Records between the last batch's end offsets and the latest offsets Spark saw when planning it. Reads "
     "~0 whenever a batch takes everything available: use the lag panels for the real lag.",
-    (
-        Target(
-            f"sum by (query, topic) (streamstack_query_offsets_behind_latest{{{QUERIES_OF_JOB}}})",
-            "{{query}} {{topic}}",
-        ),
-    ),
+    per_query("sum", "streamstack_query_offsets_behind_latest", also_by="topic"),
     width=24,
 )
 WATERMARK_DELAY = Panel(
@@ -94,13 +89,7 @@ WATERMARK_DELAY = Panel(
 LATE_ROWS = Panel(
     "Late rows dropped by the watermark",
     "Rows per second older than the watermark, dropped by stateful operators (windows, joins).",
-    (
-        Target(
-            "sum by (query) "
-            f"(rate(streamstack_query_rows_dropped_by_watermark_total{{{QUERIES_OF_JOB}}}[{RATE_INTERVAL}]))",
-            "{{query}}",
-        ),
-    ),
+    per_query("sum", "streamstack_query_rows_dropped_by_watermark_total", rate=True),
     unit=ROWS_PER_SECOND,
 )
 STATE_ROWS = Panel(
@@ -118,13 +107,7 @@ DEAD_LETTERS = Panel(
     "Dead letters by reason",
     "Malformed input records per second sent to the dead-letter topic, by reason "
     "(see jobs/common/events.py).",
-    (
-        Target(
-            "sum by (query, reason) "
-            f"(rate(streamstack_query_dead_letters_total{{{QUERIES_OF_JOB}}}[{RATE_INTERVAL}]))",
-            "{{query}} {{reason}}",
-        ),
-    ),
+    per_query("sum", "streamstack_query_dead_letters_total", also_by="reason", rate=True),
     unit=ROWS_PER_SECOND,
 )
 SINCE_PROGRESS = Panel(
@@ -148,13 +131,7 @@ ACTIVE_QUERIES = Panel(
 BATCHES = Panel(
     "Batches per minute",
     "Completed micro-batches per minute, per query.",
-    (
-        Target(
-            "sum by (query) "
-            f"(rate(streamstack_query_batches_total{{{QUERIES_OF_JOB}}}[{RATE_INTERVAL}])) * 60",
-            "{{query}}",
-        ),
-    ),
+    per_query("sum", "streamstack_query_batches_total", rate=True, scale=" * 60"),
     width=6,
 )
 

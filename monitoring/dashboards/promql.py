@@ -17,9 +17,16 @@ LAG_EXPORTER_SCRAPE = 'job=~".*lag-exporter.*", namespace=~"$namespace"'
 """Prometheus' own `job` label of the exporter's scrape target (see rules/streamstack-exporter.yaml)."""
 
 
-def per_query(aggregation: str, metric: str) -> tuple[Target]:
-    """The targets of a panel with one series per query of the selected jobs: `metric` aggregated by query."""
-    return (Target(f"{aggregation} by (query) ({metric}{{{QUERIES_OF_JOB}}})", "{{query}}"),)
+def per_query(
+    aggregation: str, metric: str, *, also_by: str = "", rate: bool = False, scale: str = ""
+) -> tuple[Target]:
+    """The targets of a panel with one series per query of the selected jobs (and per `also_by` label):
+    `metric` aggregated by query, as its per-second `rate` for counters, times `scale` (e.g. " * 60")."""
+    labels = f"query, {also_by}" if also_by else "query"
+    legend = f"{{{{query}}}} {{{{{also_by}}}}}" if also_by else "{{query}}"
+    selected = f"{metric}{{{QUERIES_OF_JOB}}}"
+    series = f"rate({selected}[{RATE_INTERVAL}])" if rate else selected
+    return (Target(f"{aggregation} by ({labels}) ({series}){scale}", legend),)
 
 
 def per_group(aggregation: str, metric: str) -> tuple[Target]:
