@@ -1,0 +1,374 @@
+"""The benchmark's command line: Kafka, one Spark session, per size topics + preload + the job + the change
+rate, then the JSON and the table."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kafka import KafkaProducer
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+
+from jobs.common.config import StreamingJobConfig
+from jobs.user_enrichment.config import EnrichmentJobConfig
+from jobs.user_enrichment.main import start_queries
+from scripts import bench_tables
+from scripts.bench_local.sampling import machine, versions
+from streamstack import runtimes as runtime_cache
+from streamstack.local.kafka import LocalKafka, TopicSpec
+from streamstack.paths import REPO_ROOT
+from streamstack.runtimes import Runtimes
+
+RESULTS_DIR = REPO_ROOT / "benchmarks"
+DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
+TRIGGER = "2 seconds"
+SHUFFLE_PARTITIONS = 4
+StartQueries = Callable[[SparkSession, EnrichmentJobConfig], list[StreamingQuery]]
+
+
+def log(line: str) -> None:
+    print(f"[{datetime.now().strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+
+def user_id(index: int) -> str:
+    return f"user-{index:07d}"
+
+
+def iso_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def load_start_queries(job_module: Path | None) -> StartQueries:
+    """`start_queries` of the job's current main module, or of a copy of it (another design)."""
+    if job_module is None:
+        return start_queries
+    spec = importlib.util.spec_from_file_location("bench_tables_job", job_module)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--job-module {job_module}: not a Python file")
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    loaded: StartQueries = module.start_queries
+    return loaded
+
+
+def spark_session(runtimes: Runtimes) -> SparkSession:
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["JAVA_HOME"] = str(runtimes.java.parent.parent)
+    return (
+        SparkSession.builder.master("local[2]")
+        .appName("bench-tables")
+        .config("spark.jars", ",".join(str(jar) for jar in runtimes.spark_kafka_jars))
+        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+
+
+def stop_spark(spark: SparkSession) -> None:
+    gateway = SparkContext._gateway
+    spark.stop()
+    jvm_process = getattr(gateway, "proc", None)
+    if jvm_process is not None:
+        jvm_process.terminate()
+        jvm_process.wait(timeout=60)
+
+
+def preload_users(spark: SparkSession, bootstrap: str, topic: str, size: int) -> float:
+    """One profile per user, written by a Spark batch job; the seconds it took."""
+    started = time.monotonic()
+    users = spark.range(size).select(F.format_string("user-%07d", F.col("id")).alias("user_id"))
+    records = users.select(
+        F.col("user_id").alias("key"),
+        F.to_json(
+            F.struct(
+                "user_id",
+                F.concat(F.lit("Name "), F.col("user_id")).alias("name"),
+                F.lit("FR").alias("country"),
+                F.lit("free").alias("tier"),
+                F.lit("2026-01-01T00:00:00.000Z").alias("updated_at"),
+            )
+        ).alias("value"),
+    )
+    (
+        records.write.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.linger.ms", "50")
+        .option("kafka.batch.size", "262144")
+        .option("topic", topic)
+        .save()
+    )
+    return time.monotonic() - started
+
+
+class ChangeRate(threading.Thread):
+    """Views and profile changes for random known users at a fixed rate, sent every 0.5 s."""
+
+    def __init__(
+        self, bootstrap: str, topics: tuple[str, str], size: int, *, views: float, changes: float
+    ) -> None:
+        super().__init__(daemon=True)
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
+        self.topics = topics
+        self.size = size
+        self.rates = (views, changes)
+        self.stopping = threading.Event()
+        self.sent = [0, 0]
+        self.random = random.Random(size)
+
+    def run(self) -> None:
+        views_topic, users_topic = self.topics
+        started = time.monotonic()
+        while not self.stopping.is_set():
+            elapsed = time.monotonic() - started
+            for index, (topic, rate) in enumerate(zip((views_topic, users_topic), self.rates, strict=True)):
+                while self.sent[index] < elapsed * rate:
+                    user = user_id(self.random.randrange(self.size))
+                    if index == 0:
+                        body = {"user_id": user, "url": f"/p/{self.sent[0] % 97}", "event_time": iso_now()}
+                    else:
+                        body = {
+                            "user_id": user,
+                            "name": f"Name {user}",
+                            "country": self.random.choice(("FR", "DE", "IT")),
+                            "tier": self.random.choice(("free", "gold")),
+                            "updated_at": iso_now(),
+                        }
+                    self.producer.send(topic, key=user.encode(), value=json.dumps(body).encode())
+                    self.sent[index] += 1
+            self.producer.flush()
+            self.stopping.wait(0.5)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=30)
+        self.producer.close(timeout=10)
+
+
+def measure_size(
+    spark: SparkSession,
+    kafka: LocalKafka,
+    start: StartQueries,
+    size: int,
+    *,
+    args: argparse.Namespace,
+    workdir: Path,
+) -> dict[str, Any]:
+    prefix = f"bench-{size}-{int(time.time())}"
+    config = EnrichmentJobConfig(
+        streaming=StreamingJobConfig(
+            query_name="user-enrichment",
+            bootstrap_servers=kafka.bootstrap_servers,
+            checkpoint_dir=str(workdir / prefix / "checkpoints"),
+            metrics_port=0,
+            trigger_interval=TRIGGER,
+            shuffle_partitions=SHUFFLE_PARTITIONS,
+            dead_letter_topic=f"{prefix}-dead-letters",
+            shadow_group_prefix=None,
+        ),
+        views_topic=f"{prefix}-views",
+        users_topic=f"{prefix}-users",
+        output_topic=f"{prefix}-enriched",
+    )
+    kafka.create_topics(
+        [
+            TopicSpec(config.views_topic, partitions=4),
+            TopicSpec(config.users_topic, partitions=2, compact=True),
+            TopicSpec(config.output_topic, partitions=4),
+            TopicSpec(config.streaming.dead_letter_topic),
+        ]
+    )
+    log(f"{size} users: preloading {config.users_topic}")
+    preload_seconds = preload_users(spark, kafka.bootstrap_servers, config.users_topic, size)
+    log(f"{size} users: preloaded in {preload_seconds:.1f} s; starting the job")
+    started = time.monotonic()
+    queries = start(spark, config)
+    main_query = next(query for query in queries if query.name == "user-enrichment")
+    rate = ChangeRate(
+        kafka.bootstrap_servers,
+        (config.views_topic, config.users_topic),
+        size,
+        views=args.views_per_second,
+        changes=args.changes_per_second,
+    )
+    progress: list[dict[str, Any]] = []
+    try:
+        # The table is loaded (the first batch) before changes start: then every later batch sees the rate.
+        main_query.processAllAvailable()
+        loaded_seconds = time.monotonic() - started
+        log(f"{size} users: table read after {loaded_seconds:.1f} s; change rate on")
+        first_batch = main_query.lastProgress["batchId"] if main_query.lastProgress else -1
+        rate.start()
+        wanted = first_batch + args.warm_batches + args.measure_batches
+        deadline = time.monotonic() + args.timeout_seconds
+        seen: dict[int, dict[str, Any]] = {}
+        while time.monotonic() < deadline:
+            for item in main_query.recentProgress:
+                seen[item["batchId"]] = json.loads(item.json)
+            if main_query.exception() is not None:
+                raise RuntimeError(f"the query failed: {main_query.exception()}")
+            if max(seen, default=-1) >= wanted:
+                break
+            time.sleep(1)
+        progress = [seen[batch] for batch in sorted(seen)]
+    finally:
+        rate.stop()
+        for query in queries:
+            query.stop()
+    initial = [p for p in progress if p["batchId"] <= first_batch]
+    measured = [
+        p
+        for p in progress
+        if first_batch + args.warm_batches
+        < p["batchId"]
+        <= first_batch + args.warm_batches + args.measure_batches
+    ]
+    durations = [p["durationMs"]["triggerExecution"] for p in measured]
+    log(
+        f"{size} users: {len(measured)} batches, triggerExecution median "
+        f"{statistics.median(durations) if durations else float('nan'):.0f} ms"
+    )
+    return {
+        "label": args.label,
+        "users": size,
+        "preload_seconds": preload_seconds,
+        "table_read_seconds": loaded_seconds,
+        "first_batches": [summary(p) for p in initial],
+        "measured_batches": [summary(p) for p in measured],
+        "sent": {"views": rate.sent[0], "changes": rate.sent[1]},
+        "trigger_median_ms": statistics.median(durations) if durations else None,
+        "trigger_p90_ms": percentile(durations, 0.9),
+        "add_batch_median_ms": statistics.median(p["durationMs"].get("addBatch", 0) for p in measured)
+        if measured
+        else None,
+        "input_rows_median": statistics.median(p["numInputRows"] for p in measured) if measured else None,
+    }
+
+
+def summary(progress: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "batch_id": progress["batchId"],
+        "input_rows": progress["numInputRows"],
+        "duration_ms": progress["durationMs"],
+        "state_rows": [operator.get("numRowsTotal") for operator in progress.get("stateOperators", [])],
+        "state_memory_bytes": [
+            operator.get("memoryUsedBytes") for operator in progress.get("stateOperators", [])
+        ],
+    }
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    """Nearest-rank percentile."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered) + 0.5) - 1))])
+
+
+def markdown(runs: list[dict[str, Any]]) -> str:
+    """Per design and table size: median and p90 batch duration, and the ratio to the design's smallest
+    table."""
+    lines = [
+        "| design | users | preload s | table read s | batches | rows/batch | median ms | p90 ms "
+        "| vs smallest |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label in sorted({run["label"] for run in runs}):
+        mine = sorted((run for run in runs if run["label"] == label), key=lambda run: run["users"])
+        base = mine[0]["trigger_median_ms"] if mine else None
+        for run in mine:
+            median = run["trigger_median_ms"]
+            ratio = f"{median / base:.2f}x" if median and base else "-"
+            lines.append(
+                f"| {label} | {run['users']:,} | {run['preload_seconds']:.0f} | "
+                f"{run['table_read_seconds']:.0f} | "
+                f"{len(run['measured_batches'])} | {run['input_rows_median'] or 0:.0f} | "
+                f"{median or 0:.0f} | {run['trigger_p90_ms'] or 0:.0f} | {ratio} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="bench-tables", description=(bench_tables.__doc__ or "").splitlines()[0]
+    )
+    parser.add_argument(
+        "--sizes", default=",".join(str(size) for size in DEFAULT_SIZES), help="users, comma-separated"
+    )
+    parser.add_argument("--label", default="new", help="the design's name in the results")
+    parser.add_argument("--job-module", type=Path, default=None, help="a main.py with another start_queries")
+    parser.add_argument("--views-per-second", type=float, default=100.0)
+    parser.add_argument("--changes-per-second", type=float, default=10.0)
+    parser.add_argument("--warm-batches", type=int, default=3, help="skipped after the table is read")
+    parser.add_argument("--measure-batches", type=int, default=10)
+    parser.add_argument(
+        "--timeout-seconds", type=float, default=600.0, help="per size, after the table is read"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="default benchmarks/tables-<date>.json")
+    args = parser.parse_args(argv)
+    sizes = [int(size) for size in args.sizes.split(",")]
+    out = args.out or RESULTS_DIR / f"tables-{datetime.now(UTC).strftime('%Y-%m-%d')}.json"
+    start = load_start_queries(args.job_module)
+    runtimes = runtime_cache.ensure(log=log)
+    result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {"runs": []}
+    result["machine"] = machine()
+    result["versions"] = versions(runtimes)
+    result["versions"]["python_packages"].update(
+        {package: metadata.version(package) for package in ("pandas", "pyarrow")}
+    )
+    result["settings"] = {
+        "trigger": TRIGGER,
+        "master": "local[2]",
+        "shuffle_partitions": SHUFFLE_PARTITIONS,
+        "views_per_second": args.views_per_second,
+        "changes_per_second": args.changes_per_second,
+        "warm_batches": args.warm_batches,
+        "measure_batches": args.measure_batches,
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-tables-") as temporary:
+        workdir = Path(temporary)
+        kafka = LocalKafka(runtimes, workdir / "kafka", port=0, heap="1g")
+        spark: SparkSession | None = None
+        try:
+            kafka.start()
+            spark = spark_session(runtimes)
+            for size in sizes:
+                run = measure_size(spark, kafka, start, size, args=args, workdir=workdir)
+                run["measured_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+                run["job_module"] = str(args.job_module or "jobs/user_enrichment/main.py")
+                result["runs"] = [
+                    old for old in result["runs"] if (old["label"], old["users"]) != (args.label, size)
+                ] + [run]
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(json.dumps(result, indent=2) + "\n")
+        finally:
+            if spark is not None:
+                stop_spark(spark)
+            kafka.stop()
+    table = markdown(result["runs"])
+    result["table"] = table
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(table)
+    print(f"raw results: {out}")
+    return 0
