@@ -49,6 +49,12 @@ bench-jobs: setup ## benchmark the window job against Spark's ceiling and a plai
 bench-local: setup ## the local stack at its defaults, ~11 min: utilization, lag, alerts vs goals (BENCH_ARGS=flags)
 	$(BIN)/python -m scripts.bench_local $(BENCH_ARGS)
 
+bench-tables: setup ## user-enrichment's batch duration at 10k, 100k and 1M users, ~7 min (BENCH_ARGS=flags)
+	$(BIN)/python -m scripts.bench_tables $(BENCH_ARGS)
+
+bench-batch-cost: setup ## fixed cost per micro-batch, ~20 min: each lever alone and combined (BENCH_ARGS=flags)
+	$(BIN)/python -m scripts.bench_batch_cost $(BENCH_ARGS)
+
 bench-exporter: setup ## benchmark the lag exporter beside kafka_exporter (KAFKA_EXPORTER=binary) up to 10,000 partitions
 	$(BIN)/python -m scripts.bench_exporter --kafka-exporter "$(KAFKA_EXPORTER)"
 

@@ -65,6 +65,7 @@ class StreamingJobConfig:
     max_offsets_per_trigger: int | None = None
     accept_data_loss: bool = False
     shuffle_partitions: int = 4
+    fetch_max_wait_ms: int = 10
     extra_jars: tuple[str, ...] = ()
     spark_conf: dict[str, str] = field(default_factory=dict)
     shadow_group_prefix: str | None = SHADOW_GROUP_PREFIX
@@ -93,6 +94,8 @@ class StreamingJobConfig:
             raise ConfigError("--shadow-group-prefix must not be empty")
         if self.shuffle_partitions < 1:
             raise ConfigError(f"--shuffle-partitions {self.shuffle_partitions}: must be at least 1")
+        if not 0 <= self.fetch_max_wait_ms <= 500:
+            raise ConfigError(f"--kafka-fetch-max-wait-ms {self.fetch_max_wait_ms}: must be 0 to 500")
         require_topic("--dead-letter-topic", self.dead_letter_topic)
 
     def checkpoint_for(self, query_name: str) -> str:
@@ -189,6 +192,13 @@ def add_streaming_job_arguments(parser: argparse.ArgumentParser, *, query_name: 
         "for one run after such a failure, until a batch commits",
     )
     parser.add_argument("--shuffle-partitions", type=int, default=4)
+    parser.add_argument(
+        "--kafka-fetch-max-wait-ms",
+        type=int,
+        default=StreamingJobConfig.fetch_max_wait_ms,
+        help="how long a fetch of the Kafka source may wait for data; Kafka's default (500) makes every "
+        "micro-batch wait for it, whatever its size (make bench-batch-cost)",
+    )
     parser.add_argument("--extra-jars", default="", help="comma-separated jars (local mode only)")
     parser.add_argument(
         "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
@@ -241,6 +251,7 @@ def streaming_job_config(
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         accept_data_loss=args.accept_data_loss,
         shuffle_partitions=args.shuffle_partitions,
+        fetch_max_wait_ms=args.kafka_fetch_max_wait_ms,
         extra_jars=tuple(jar for jar in args.extra_jars.split(",") if jar),
         spark_conf=spark_conf,
         shadow_group_prefix=None if args.no_shadow_group else args.shadow_group_prefix,

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from contracts.pipeline import load_pipeline
+from jobs.common.kafka_io import kafka_source_options
 from tests.jobs.streaming_helpers import catalogue_command_line
 
 JOBS = [job.name for job in load_pipeline().jobs]
@@ -53,3 +54,27 @@ def test_a_missing_topic_or_setting_is_a_usage_error_naming_its_flag(
             job_parser(job)(command_line[:at] + command_line[at + 2 :])
         assert stopped.value.code == 2
         assert flag in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_every_kafka_source_waits_at_most_the_fetch_wait_the_job_was_given(job: str) -> None:
+    """Kafka's default fetch wait (500 ms) is paid by every micro-batch at the end of the log, however
+    small (make bench-batch-cost): the jobs' sources wait 10 ms unless told otherwise, in every deployment,
+    since the driver builds its sources from this code."""
+    command_line = catalogue_command_line(job)
+
+    default = job_parser(job)(command_line).streaming
+    chosen = job_parser(job)([*command_line, "--kafka-fetch-max-wait-ms", "50"]).streaming
+
+    assert kafka_source_options(default)["kafka.fetch.max.wait.ms"] == "10"
+    assert kafka_source_options(chosen)["kafka.fetch.max.wait.ms"] == "50"
+    assert kafka_source_options(chosen)["kafka.bootstrap.servers"] == chosen.bootstrap_servers
+
+
+def test_a_fetch_wait_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    command_line = catalogue_command_line(JOBS[0])
+    for value in ("-1", "501"):
+        with pytest.raises(SystemExit) as stopped:
+            job_parser(JOBS[0])([*command_line, "--kafka-fetch-max-wait-ms", value])
+        assert stopped.value.code == 2
+        assert f"--kafka-fetch-max-wait-ms {value}: must be 0 to 500" in capsys.readouterr().err

@@ -1,0 +1,178 @@
+"""The levers measured, one variant each, and how the best combination is chosen from their results."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from jobs.common.config import StreamingJobConfig
+
+STATELESS = "stateless"
+STATEFUL = "stateful"
+SIX = "six"
+"""Run kinds: the stateless query alone, the stateful query alone, the window job's six queries together."""
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+ASYNC_PROGRESS = {"asyncProgressTrackingEnabled": "true"}
+JOBS_SHUFFLE_PARTITIONS = StreamingJobConfig.shuffle_partitions
+JOBS_FETCH_MAX_WAIT_MS = StreamingJobConfig.fetch_max_wait_ms
+KAFKA_DEFAULT_FETCH_MAX_WAIT_MS = 500  # the Kafka consumer's fetch.max.wait.ms: the jobs' wait until today
+
+# A lever counts as helping when it lowers the median triggerExecution by at least this much, relative and
+# absolute: smaller differences are within the drift between two runs of the same settings on this machine.
+MIN_GAIN_FRACTION = 0.10
+MIN_GAIN_MS = 5.0
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Settings of one measurement, all but one of them the jobs' own flags: Spark settings of the session
+    (`--spark-conf`), the shuffle partitions (`--shuffle-partitions`), the Kafka source's fetch wait
+    (`--kafka-fetch-max-wait-ms`); then writer options of the stateless query (the jobs have no flag for
+    them), and which runs the variant makes."""
+
+    name: str
+    lever: str  # the group it belongs to: at most one variant per lever goes into the combination
+    description: str
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    shuffle_partitions: int = JOBS_SHUFFLE_PARTITIONS
+    fetch_max_wait_ms: int = JOBS_FETCH_MAX_WAIT_MS
+    stateless_options: dict[str, str] = field(default_factory=dict)
+    runs: tuple[str, ...] = (STATELESS, STATEFUL)
+
+    @property
+    def settings(self) -> str:
+        """What differs from the jobs' current settings, in one line."""
+        parts = [f"{key}={value}" for key, value in sorted(self.spark_conf.items())]
+        if self.shuffle_partitions != JOBS_SHUFFLE_PARTITIONS:
+            parts.append(f"spark.sql.shuffle.partitions={self.shuffle_partitions}")
+        if self.fetch_max_wait_ms != JOBS_FETCH_MAX_WAIT_MS:
+            parts.append(f"--kafka-fetch-max-wait-ms {self.fetch_max_wait_ms}")
+        parts += [f"stateless {key}={value}" for key, value in sorted(self.stateless_options.items())]
+        return ", ".join(parts) or "the jobs' current settings"
+
+
+BASELINE = Variant(
+    "baseline",
+    "baseline",
+    f"the jobs' current settings: {JOBS_SHUFFLE_PARTITIONS} shuffle partitions, HDFS-backed state store, "
+    f"synchronous progress, the Kafka source's fetch wait {JOBS_FETCH_MAX_WAIT_MS} ms",
+)
+
+SINGLE_LEVERS = (
+    Variant(
+        "kafka-default-fetch-wait",
+        "fetch-wait",
+        f"Kafka's default fetch wait ({KAFKA_DEFAULT_FETCH_MAX_WAIT_MS} ms), what the jobs used before "
+        "--kafka-fetch-max-wait-ms",
+        fetch_max_wait_ms=KAFKA_DEFAULT_FETCH_MAX_WAIT_MS,
+    ),
+    Variant("shuffle-1", "shuffle", "one shuffle partition", shuffle_partitions=1, runs=(STATEFUL,)),
+    Variant(
+        "shuffle-2", "shuffle", "shuffle partitions = local cores", shuffle_partitions=2, runs=(STATEFUL,)
+    ),
+    Variant(
+        "rocksdb-changelog",
+        "state-store",
+        "RocksDB state store with changelog checkpointing",
+        spark_conf={
+            "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        },
+        runs=(STATEFUL,),
+    ),
+    Variant(
+        "async-progress",
+        "async-progress",
+        "offset and commit logs written asynchronously (a writer option, refused by a stateful query)",
+        stateless_options=ASYNC_PROGRESS,
+        runs=(STATELESS,),
+    ),
+    Variant(
+        "no-data-batches-off",
+        "no-data-batches",
+        "no extra batch when only the watermark moved",
+        spark_conf={"spark.sql.streaming.noDataMicroBatches.enabled": "false"},
+        runs=(STATEFUL,),
+    ),
+    Variant(
+        "aqe-off",
+        "aqe",
+        "adaptive query execution off",
+        spark_conf={"spark.sql.adaptive.enabled": "false"},
+        runs=(STATEFUL,),
+    ),
+    Variant(
+        "maintenance-5s",
+        "maintenance",
+        "state store maintenance every 5 s instead of 60 s (so that it runs during the measurement)",
+        spark_conf={"spark.sql.streaming.stateStore.maintenanceInterval": "5s"},
+        runs=(STATEFUL,),
+    ),
+)
+
+EXTRA_LEVERS = (
+    Variant(
+        "retention",
+        "retention",
+        "fewer batches kept (100 -> 20) and snapshots after 5 deltas (10)",
+        spark_conf={
+            "spark.sql.streaming.minBatchesToRetain": "20",
+            "spark.sql.streaming.stateStore.minDeltasForSnapshot": "5",
+        },
+        runs=(STATEFUL,),
+    ),
+)
+
+SIX_QUERIES = Variant(
+    "six-queries", "six", "the window job's six queries in one driver (its own start_queries)", runs=(SIX,)
+)
+
+
+def _gain(baseline: float | None, measured: float | None) -> float:
+    """How much lower `measured` is than `baseline` (ms), when it is lower by enough to count, else 0."""
+    if baseline is None or measured is None:
+        return 0.0
+    gain = baseline - measured
+    return gain if gain >= max(MIN_GAIN_MS, MIN_GAIN_FRACTION * baseline) else 0.0
+
+
+def best_combination(
+    levers: Sequence[Variant],
+    medians: Mapping[str, tuple[float | None, float | None]],
+    name: str = "best",
+) -> tuple[Variant, list[str]]:
+    """The baseline plus, per lever group, the variant that lowered the median triggerExecution most (the
+    stateless or the stateful query's), if any helped.
+
+    `medians` maps a variant's name to its (stateless, stateful) median triggerExecution (ms, None when not
+    measured or refused); it must hold "baseline". Returns the combination and the variants it took."""
+    base_stateless, base_stateful = medians[BASELINE.name]
+    chosen: dict[str, tuple[float, Variant]] = {}
+    for variant in levers:
+        stateless, stateful = medians.get(variant.name, (None, None))
+        gain = max(_gain(base_stateless, stateless), _gain(base_stateful, stateful))
+        if gain > 0 and gain > chosen.get(variant.lever, (0.0, variant))[0]:
+            chosen[variant.lever] = (gain, variant)
+    adopted = sorted((variant for _gain_ms, variant in chosen.values()), key=lambda variant: variant.name)
+    taken = [variant.name for variant in adopted]
+    combination = Variant(name, "combination", "every lever that helped: " + (", ".join(taken) or "none"))
+    for variant in adopted:
+        combination = _adopt(combination, variant)
+    return combination, taken
+
+
+def _adopt(combination: Variant, lever: Variant) -> Variant:
+    """`combination` with whatever `lever` changes from the baseline."""
+
+    def changed(setting: str) -> int:
+        value: int = getattr(lever, setting)
+        return value if value != getattr(BASELINE, setting) else getattr(combination, setting)
+
+    return replace(
+        combination,
+        spark_conf={**combination.spark_conf, **lever.spark_conf},
+        shuffle_partitions=changed("shuffle_partitions"),
+        fetch_max_wait_ms=changed("fetch_max_wait_ms"),
+        stateless_options={**combination.stateless_options, **lever.stateless_options},
+    )

@@ -1,0 +1,304 @@
+"""The batch-cost benchmark's pure parts: percentiles, which batches count, summaries, the variants and the
+best combination, the plan, the jobs' config per variant, the writer options, the tables and when records
+are produced; from synthetic progress and stand-ins, no Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from jobs.common.config import StreamingJobConfig
+from scripts.bench_batch_cost.main import Bench, run_plan
+from scripts.bench_batch_cost.report import (
+    MultiRow,
+    Outcome,
+    Row,
+    markdown,
+    measured_batches,
+    multi_markdown,
+    percentile,
+    summarize,
+)
+from scripts.bench_batch_cost.run import Pace, Topics, job_config, next_round_at
+from scripts.bench_batch_cost.variants import (
+    ASYNC_PROGRESS,
+    BASELINE,
+    ROCKSDB,
+    SINGLE_LEVERS,
+    SIX,
+    STATEFUL,
+    STATELESS,
+    Variant,
+    best_combination,
+)
+
+
+def progress(batch_id: int, rows: int, trigger: int, **phases: int) -> dict[str, Any]:
+    return {
+        "batchId": batch_id,
+        "numInputRows": rows,
+        "timestamp": f"2026-11-25T20:00:{batch_id:02d}.000Z",
+        "durationMs": {"triggerExecution": trigger, **phases},
+    }
+
+
+def test_percentile_interpolates_between_ranks() -> None:
+    assert percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
+    assert percentile([1.0, 2.0, 3.0, 4.0], 90) == pytest.approx(3.7)
+    assert percentile([7.0], 90) == 7.0
+    assert percentile([10.0, 20.0, 30.0], 0) == 10.0
+    assert percentile([10.0, 20.0, 30.0], 100) == 30.0
+    with pytest.raises(ValueError, match="no values"):
+        percentile([], 50)
+    with pytest.raises(ValueError, match=r"within 0\.\.100"):
+        percentile([1.0], 101)
+
+
+def test_warmup_and_no_data_batches_are_counted_apart() -> None:
+    progresses = [
+        progress(0, 0, 3000),  # the first trigger on an empty topic
+        progress(1, 5, 900),  # warm-up
+        progress(2, 5, 400),  # warm-up
+        progress(3, 0, 50),  # a no-data batch before the first measured one: left out
+        progress(4, 5, 300),
+        progress(5, 0, 60),  # between measured data batches: counted
+        progress(6, 10, 200),
+        progress(7, 5, 100),
+        progress(8, 0, 70),  # after the last measured batch: left out
+        progress(9, 5, 999),  # beyond the count
+    ]
+    # Out of order and one repeated, as a reader may see them.
+    data, no_data = measured_batches([*reversed(progresses), progresses[4]], warmup=2, count=3)
+    assert [batch.batch_id for batch in data] == [4, 6, 7]
+    assert [batch.batch_id for batch in no_data] == [5]
+
+
+def test_summary_medians_p90_and_dominant_phases() -> None:
+    progresses = [progress(0, 5, 5000, addBatch=4000, walCommit=500)] + [
+        progress(
+            batch_id,
+            5 if batch_id % 2 else 7,
+            100 * batch_id,
+            addBatch=60 * batch_id,
+            walCommit=20 * batch_id,
+            commitOffsets=10 * batch_id,
+            latestOffset=5,
+        )
+        for batch_id in range(1, 11)
+    ]
+
+    summary = summarize(progresses, warmup=1, count=20)
+
+    assert (summary.batches, summary.no_data_batches) == (10, 0)
+    assert summary.trigger is not None
+    assert summary.trigger.median == 550.0  # batches 1..10: 100..1000 ms
+    assert summary.trigger.p90 == pytest.approx(910.0)
+    assert summary.phases["addBatch"].median == 330.0
+    assert summary.phases["latestOffset"].p90 == 5.0
+    assert "getBatch" not in summary.phases  # not reported, not invented
+    assert summary.input_rows_median == 6.0
+    assert summary.dominant_phases() == [("addBatch", 330.0), ("walCommit", 110.0)]
+    assert summary.no_data_trigger is None
+
+
+def test_best_combination_takes_what_helped_per_lever() -> None:
+    shuffle_1 = Variant("shuffle-1", "shuffle", "", shuffle_partitions=1, runs=(STATEFUL,))
+    shuffle_2 = Variant("shuffle-2", "shuffle", "", shuffle_partitions=2, runs=(STATEFUL,))
+    rocksdb = Variant(
+        "rocksdb", "state-store", "", spark_conf={"spark.sql.streaming.stateStore.providerClass": ROCKSDB}
+    )
+    asynchronous = Variant("async", "async", "", stateless_options=ASYNC_PROGRESS, runs=(STATELESS,))
+    aqe = Variant("aqe-off", "aqe", "", spark_conf={"spark.sql.adaptive.enabled": "false"})
+    fetch = Variant("fetch", "fetch-wait", "", fetch_max_wait_ms=50)
+    medians: dict[str, tuple[float | None, float | None]] = {
+        BASELINE.name: (300.0, 400.0),
+        "shuffle-1": (None, 300.0),
+        "shuffle-2": (None, 280.0),  # the larger gain of the two shuffle variants
+        "rocksdb": (None, 380.0),  # 5 %: within the drift, not taken
+        "async": (200.0, None),
+        "aqe-off": (None, 410.0),
+        "fetch": (100.0, 390.0),  # helped the stateless query only: the fetch wait is every query's
+    }
+
+    best, taken = best_combination([shuffle_1, shuffle_2, rocksdb, asynchronous, aqe, fetch], medians)
+
+    assert taken == ["async", "fetch", "shuffle-2"]
+    assert best.description == "every lever that helped: async, fetch, shuffle-2"
+    assert best.shuffle_partitions == 2
+    assert best.fetch_max_wait_ms == 50
+    assert best.spark_conf == {}
+    assert best.stateless_options == ASYNC_PROGRESS
+    assert best.runs == (STATELESS, STATEFUL)
+    assert best.settings == (
+        "spark.sql.shuffle.partitions=2, --kafka-fetch-max-wait-ms 50, "
+        "stateless asyncProgressTrackingEnabled=true"
+    )
+
+    # Kafka's default fetch wait no longer helps: the combination keeps the jobs' 10 ms.
+    [default_wait] = [variant for variant in SINGLE_LEVERS if variant.lever == "fetch-wait"]
+    kept, kept_taken = best_combination(
+        [default_wait], {BASELINE.name: (300.0, 400.0), default_wait.name: (900.0, 1000.0)}
+    )
+    assert kept_taken == []
+    assert kept.fetch_max_wait_ms == 10
+
+    nothing, none_taken = best_combination([aqe], {BASELINE.name: (300.0, 400.0), "aqe-off": (None, 395.0)})
+    assert none_taken == []
+    assert nothing.settings == "the jobs' current settings"
+
+
+def test_tables() -> None:
+    fast = summarize([progress(i, 5, 80 + i, addBatch=50 + i, walCommit=20) for i in range(4)], 1, 10)
+    rows = [
+        Row(
+            "baseline",
+            BASELINE.settings,
+            Outcome(summary=fast),
+            Outcome(summary=fast),
+            1.0,
+            1.5,
+            (0.2, 0.3),
+            0.4,
+        ),
+        Row(
+            "async-progress",
+            "stateful asyncProgressTrackingEnabled=true",
+            Outcome(skipped="not run"),
+            Outcome(error="Stateful streaming queries does not support async progress", refused=True),
+            1.5,
+            1.25,
+        ),
+    ]
+    lines = markdown(rows).splitlines()
+    assert lines[0].startswith("| variant | stateless trigger median / p90 ms (goal 100) | stateful")
+    assert lines[2] == (
+        "| baseline | 82 / 83 | 82 / 83 | addBatch 52, walCommit 20 | addBatch 52, walCommit 20 | 0.20; 0.30 "
+        "| 0.40 | 1.00 → 1.50 | the jobs' current settings |"
+    )
+    assert lines[3] == (
+        "| async-progress | n/a | refused | - | - | -; - | - | 1.50 → 1.25 "
+        "| stateful asyncProgressTrackingEnabled=true |"
+    )
+
+    multi = multi_markdown(
+        [
+            MultiRow("six-queries", {"a": fast, "b": fast}, 1.6, 2.0, 3.0, 0.5),
+            MultiRow("six-queries-best", {}, None, 3.0, 3.0, error="Query a failed\nat ..."),
+        ]
+    ).splitlines()
+    assert multi[2] == "| six-queries | a | 82 / 83 | 3 | 1.60 | 0.50 | 2.00 → 3.00 |"
+    assert multi[3] == "| six-queries | b | 82 / 83 | 3 | 1.60 | 0.50 | 2.00 → 3.00 |"
+    assert multi[4] == "| six-queries-best | - | failed: Query a failed | - | - | - | 3.00 → 3.00 |"
+
+
+def test_records_arrive_mid_interval() -> None:
+    assert next_round_at(10.2, 1.0) == 10.5
+    assert next_round_at(10.5, 1.0) == 11.5
+    assert next_round_at(10.6, 1.0) == 11.5
+    assert next_round_at(101.0, 2.0) == 103.0
+    assert next_round_at(103.5, 2.0) == 105.0
+
+
+def test_the_baseline_is_the_jobs_settings_and_the_lever_their_old_fetch_wait() -> None:
+    assert (BASELINE.shuffle_partitions, BASELINE.fetch_max_wait_ms) == (4, 10)
+    assert StreamingJobConfig.fetch_max_wait_ms == 10
+    assert BASELINE.settings == "the jobs' current settings"
+    levers = {variant.name: variant for variant in SINGLE_LEVERS}
+    default_wait = levers["kafka-default-fetch-wait"]
+    assert default_wait.fetch_max_wait_ms == 500
+    assert default_wait.runs == (STATELESS, STATEFUL)
+    assert default_wait.settings == "--kafka-fetch-max-wait-ms 500"
+    # Spark refuses async progress tracking for a stateful query: the lever runs the stateless one only.
+    assert levers["async-progress"].runs == (STATELESS,)
+    assert all(not variant.stateless_options or variant.runs == (STATELESS,) for variant in SINGLE_LEVERS)
+
+
+def test_a_variant_runs_the_window_job_with_its_flags(tmp_path: Path) -> None:
+    topics = Topics.named("v03-six")
+    variant = Variant(
+        "v",
+        "lever",
+        "",
+        spark_conf={"spark.sql.adaptive.enabled": "false"},
+        shuffle_partitions=2,
+        fetch_max_wait_ms=500,
+    )
+
+    config = job_config(
+        variant,
+        bootstrap_servers="127.0.0.1:9092",
+        checkpoint_dir=tmp_path,
+        topics=topics,
+        pace=Pace(trigger_seconds=0.5),
+        jars=["a.jar", "b.jar"],
+    )
+
+    streaming = config.streaming
+    assert streaming.fetch_max_wait_ms == 500
+    assert streaming.shuffle_partitions == 2
+    assert streaming.spark_conf["spark.sql.adaptive.enabled"] == "false"
+    assert streaming.spark_conf["spark.ui.enabled"] == "false"
+    assert streaming.trigger_interval == "500 milliseconds"
+    assert streaming.extra_jars == ("a.jar", "b.jar")
+    assert (config.input_topic, config.output_topic) == ("v03-six-views", "v03-six-per-url")
+    assert (config.windows_topic, config.late_topic) == ("v03-six-windows", "v03-six-late")
+    assert streaming.dead_letter_topic == "v03-six-dl"
+    baseline = job_config(
+        BASELINE,
+        bootstrap_servers="127.0.0.1:9092",
+        checkpoint_dir=tmp_path,
+        topics=topics,
+        pace=Pace(),
+        jars=[],
+    )
+    assert baseline.streaming.fetch_max_wait_ms == StreamingJobConfig.fetch_max_wait_ms
+
+
+class FakeBench:
+    """Records what the plan measures; every variant's medians come from `medians`."""
+
+    def __init__(self, medians: dict[str, tuple[float | None, float | None]]) -> None:
+        self.measured: list[Variant] = []
+        self._medians = medians
+
+    def measure(self, variant: Variant) -> dict[str, Any]:
+        self.measured.append(variant)
+        return {"variant": variant.name}
+
+    def medians(self, result: dict[str, Any]) -> tuple[float | None, float | None]:
+        return self._medians.get(result["variant"], (None, None))
+
+
+def test_the_plan() -> None:
+    shuffle_helps = FakeBench({"baseline": (300.0, 400.0), "shuffle-2": (None, 200.0)})
+
+    plan = run_plan(cast(Bench, shuffle_helps), None)
+
+    names = [variant.name for variant in shuffle_helps.measured]
+    assert names == [
+        "baseline",
+        *(variant.name for variant in SINGLE_LEVERS),
+        "best",
+        "six-queries",
+        "six-queries-best",
+        "baseline-again",
+    ]
+    assert plan["best_takes"] == ["shuffle-2"]
+    six_best = shuffle_helps.measured[-2]
+    assert (six_best.runs, six_best.shuffle_partitions, six_best.fetch_max_wait_ms) == ((SIX,), 2, 10)
+    assert shuffle_helps.measured[-1].settings == "the jobs' current settings"
+
+    nothing_helps = FakeBench({"baseline": (300.0, 400.0), "kafka-default-fetch-wait": (900.0, 1000.0)})
+    run_plan(cast(Bench, nothing_helps), {"kafka-default-fetch-wait"})
+    assert [variant.name for variant in nothing_helps.measured] == ["baseline", "kafka-default-fetch-wait"]
+
+    with_six = FakeBench({"baseline": (300.0, 400.0)})
+    run_plan(cast(Bench, with_six), {"retention", "six-queries", "baseline-again"})
+    assert [variant.name for variant in with_six.measured] == [
+        "baseline",
+        "retention",
+        "six-queries",
+        "baseline-again",
+    ]
