@@ -61,18 +61,16 @@ Metrics and how to run it: as every job (jobs.common.runner). The executors' Pyt
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from contracts.errors import ConfigError
 from jobs.common.events import start_topics_dead_letter_query
 from jobs.common.kafka_io import read_kafka_stream, write_kafka_stream
 from jobs.common.runner import StreamingJob
 from jobs.common.schemas import decode_page_views, decode_profiles
+from jobs.common.state_store import require_state_in_checkpoint, rocksdb_state_store
 from jobs.user_enrichment.config import EnrichmentJobConfig
 from jobs.user_enrichment.table import ENRICHED_VIEW, ProfileTable
 from jobs.user_enrichment.transforms import (
@@ -82,15 +80,6 @@ from jobs.user_enrichment.transforms import (
     profile_changes,
     views_for_table,
 )
-
-# The state store transformWithState needs (RocksDB), set for this job's query only (`rocksdb_state_store`).
-STATE_STORE_CONF = {
-    "spark.sql.streaming.stateStore.providerClass": (
-        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-    ),
-    # A commit writes the batch's changes, not a snapshot of the whole store.
-    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-}
 
 
 def enriched_views(spark: SparkSession, config: EnrichmentJobConfig) -> DataFrame:
@@ -103,59 +92,20 @@ def enriched_views(spark: SparkSession, config: EnrichmentJobConfig) -> DataFram
     from_start = replace(streaming, starting_offsets="earliest", starting_timestamp_ms=None)
     profiles = decode_profiles(read_kafka_stream(spark, from_start, [config.users_topic]), limits)
     rows = views_for_table(page_views_with_source(views)).unionByName(profile_changes(profiles))
-    enriched = rows.groupBy("user_id").transformWithState(
-        statefulProcessor=ProfileTable(),
-        outputStructType=ENRICHED_VIEW,
-        outputMode="Append",
-        timeMode="None",
-    )
+    by_user = rows.groupBy("user_id")
+    enriched = by_user.transformWithState(ProfileTable(), ENRICHED_VIEW, outputMode="Append", timeMode="None")
     return enriched_from_table(enriched)
-
-
-@contextmanager
-def rocksdb_state_store(spark: SparkSession) -> Iterator[None]:
-    """`STATE_STORE_CONF` while a query starts (it keeps a copy of the session's settings, and its
-    checkpoint keeps the provider), the session's own settings again afterwards."""
-    before = {key: spark.conf.get(key, None) for key in STATE_STORE_CONF}
-    for key, value in STATE_STORE_CONF.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, previous in before.items():
-            if previous is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, previous)
-
-
-def require_stateful_checkpoint(spark: SparkSession, checkpoint: str) -> None:
-    """Refuse a checkpoint of the stateless version of the job: committed batches but no `state/`.
-    Resumed, it would read the users topic from its last offsets on and enrich with a table missing every
-    user it had read before."""
-    jvm = spark.sparkContext._jvm
-    if jvm is None:
-        raise RuntimeError("the SparkContext has no JVM gateway (stopped, or Spark Connect)")
-    root = jvm.org.apache.hadoop.fs.Path(checkpoint)
-    file_system = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    commits = jvm.org.apache.hadoop.fs.Path(root, "commits")
-    if not file_system.exists(commits):
-        return
-    committed = [status.getPath().getName() for status in file_system.listStatus(commits)]
-    if any(name.isdigit() for name in committed) and not file_system.exists(
-        jvm.org.apache.hadoop.fs.Path(root, "state")
-    ):
-        raise ConfigError(
-            f"checkpoint {checkpoint} has committed batches but no state: it was written by the stateless "
-            "user-enrichment, whose users table was not Spark state; replay into a new --checkpoint-dir "
-            "(and a new --output-topic)"
-        )
 
 
 def start_queries(spark: SparkSession, config: EnrichmentJobConfig) -> list[StreamingQuery]:
     """Start every query of the job; tests call this with their own topics and checkpoint root."""
     streaming = config.streaming
-    require_stateful_checkpoint(spark, streaming.checkpoint_for(streaming.query_name))
+    require_state_in_checkpoint(
+        spark,
+        streaming.checkpoint_for(streaming.query_name),
+        "it was written by the stateless user-enrichment, whose users table was not Spark state: resumed, "
+        "it would enrich with a table missing every user read before",
+    )
     records = enriched_views_as_records(enriched_views(spark, config))
     with rocksdb_state_store(spark):
         main = write_kafka_stream(records, streaming, topic=config.output_topic, output_mode="append")
