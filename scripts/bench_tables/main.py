@@ -251,7 +251,7 @@ def measure_size(
     )
     return {
         "label": args.label,
-        "users": size,
+        "table_size": size,
         "preload_seconds": preload_seconds,
         "table_read_seconds": loaded_seconds,
         "first_batches": [summary(p) for p in initial],
@@ -295,13 +295,13 @@ def markdown(runs: list[dict[str, Any]]) -> str:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for label in sorted({run["label"] for run in runs}):
-        mine = sorted((run for run in runs if run["label"] == label), key=lambda run: run["users"])
+        mine = sorted((run for run in runs if run["label"] == label), key=lambda run: run["table_size"])
         base = mine[0]["trigger_median_ms"] if mine else None
         for run in mine:
             median = run["trigger_median_ms"]
             ratio = f"{median / base:.2f}x" if median and base else "-"
             lines.append(
-                f"| {label} | {run['users']:,} | {run['preload_seconds']:.0f} | "
+                f"| {label} | {run['table_size']:,} | {run['preload_seconds']:.0f} | "
                 f"{run['table_read_seconds']:.0f} | "
                 f"{len(run['measured_batches'])} | {run['input_rows_median'] or 0:.0f} | "
                 f"{median or 0:.0f} | {run['trigger_p90_ms'] or 0:.0f} | {ratio} |"
@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
                 run["measured_at"] = datetime.now(UTC).isoformat(timespec="seconds")
                 run["job_module"] = str(args.job_module or "jobs/user_enrichment/main.py")
                 result["runs"] = [
-                    old for old in result["runs"] if (old["label"], old["users"]) != (args.label, size)
+                    old for old in result["runs"] if (old["label"], old["table_size"]) != (args.label, size)
                 ] + [run]
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_text(json.dumps(result, indent=2) + "\n")
