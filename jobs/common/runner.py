@@ -56,8 +56,7 @@ def run_streaming_job(
     """Run until a query stops; a query failing raises, so the driver exits non-zero and is restarted,
     after one `<program>: error:` line when the job can name the cause (jobs.common.failures).
 
-    A missing topic is a configuration error reported before Spark starts (exit code 2, naming the flag);
-    so is a checkpoint the job cannot resume (raised as ConfigError by `start_queries`).
+    A missing topic is a configuration error reported before Spark starts (exit code 2, naming the flag).
     """
     streaming = config.streaming
     try:
@@ -67,13 +66,7 @@ def run_streaming_job(
         return 2
     spark = build_session(streaming)
     serve_progress_metrics(spark, streaming)
-    try:
-        start_queries(spark, config)
-    except ConfigError as error:
-        for query in spark.streams.active:
-            query.stop()
-        print(f"{program}: error: {error}", file=sys.stderr)
-        return 2
+    start_queries(spark, config)
     try:
         spark.streams.awaitAnyTermination()
     except StreamingQueryException as failure:

@@ -334,8 +334,10 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {"runs": []}
     result["machine"] = machine()
     result["versions"] = versions(runtimes)
+    # A stateful design (--job-module) needs pandas and pyarrow on top of the jobs' own packages.
+    installed = {dist.metadata["Name"].lower(): dist.version for dist in metadata.distributions()}
     result["versions"]["python_packages"].update(
-        {package: metadata.version(package) for package in ("pandas", "pyarrow")}
+        {package: installed[package] for package in ("pandas", "pyarrow") if package in installed}
     )
     result["settings"] = {
         "trigger": TRIGGER,

@@ -78,7 +78,6 @@ def test_catalogue_knows_which_jobs_are_stateful_and_an_entry_may_say_so() -> No
         "clickstream-windows",
         "sessionization",
         "ad-attribution",
-        "user-enrichment",
     }
     overridden = load_config("dev", jobs=[{"name": "user-view", "stateful": True}])
     assert overridden.jobs[0].stateful
@@ -205,7 +204,7 @@ def test_guard_stateful_job_on_a_driver_only_volume() -> None:
 
 
 def test_stateless_jobs_may_keep_driver_only_checkpoints_on_many_nodes() -> None:
-    stateless = [{"name": "user-view"}]
+    stateless = [{"name": "user-enrichment"}, {"name": "user-view"}]
     config = load_config(
         "dev",
         cluster={"nodes": 3},
