@@ -195,6 +195,15 @@ class LocalKafka(LocalService):
         self.internal_port = free_port() if secured and secured.authorization else None
         self.authorizer_log_path = workdir / "kafka-authorizer.log"
 
+    def listening_ports(self) -> dict[str, int]:
+        return {
+            "client listener": self.port,
+            "controller listener": self.controller_port,
+            "metrics reporter": self.metrics_port,
+            **{f"{protocol} listener": port for protocol, port in self.secured_ports.items()},
+            **({"internal listener": self.internal_port} if self.internal_port is not None else {}),
+        }
+
     @property
     def bootstrap_servers(self) -> str:
         return f"{LOOPBACK}:{self.port}"

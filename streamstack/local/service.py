@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Self
 import yaml
 
 from streamstack.errors import StreamstackError
-from streamstack.local.ports import LOOPBACK, claim_port
+from streamstack.local.ports import LOOPBACK, claim_port, require_free
 from streamstack.local.process import ManagedProcess
 from streamstack.runtimes import Runtimes
 
@@ -47,12 +47,17 @@ class LocalService:
         self._process = ManagedProcess(self.name, argv, self.log_path)
         return self._process.start(on_start=self._on_launch)
 
+    def listening_ports(self) -> dict[str, int]:
+        """Every port the server listens on, by what it serves."""
+        return {"port": self.port}
+
     def _relaunch(self) -> ManagedProcess:
         """Start the stopped server again with the command line it ran last; its log is appended to."""
         if self._process is None:
             raise StreamstackError(f"{self.title} has not been started")
         if self._process.is_running():
             raise StreamstackError(f"{self.title} is running (pid {self._process.pid}); stop it first")
+        require_free(self.listening_ports(), self.title)
         return self._launch(self._process.argv)
 
     def exit_code(self) -> int | None:
