@@ -1,7 +1,8 @@
 """Benchmark of the lag exporter beside danielqsj/kafka_exporter v1.9.0 on real local Kafka (issue 4).
 
-For each size (partitions x consumer groups, by default {100, 1,000, 10,000} x {1, 10, 100}), on one local
-KRaft broker:
+For each size (partitions x consumer groups, by default {100, 1,000, 10,000} x {1, 10, 100} and 50,000 x 500;
+`--sizes 10000x100,50000x500` picks some), on local KRaft brokers (one, or as many as the OS limits need for
+the largest size: three for 50,000 partitions here, see cluster.py):
   1. our exporter (`python -m monitoring.lag_exporter`, a child process on a free port): the duration of its
      first collection (cold: every record timestamp is read) and of the next ones (warm), from its own
      `streamstack_lag_exporter_collection_duration_seconds`; scrape latency over N scrapes; RSS and peak RSS;
@@ -26,5 +27,13 @@ repository at tag v1.9.0 (`go build -o /somewhere/kafka_exporter .`) and pass th
     make bench-exporter KAFKA_EXPORTER=/somewhere/kafka_exporter
     .venv/bin/python -m scripts.bench_exporter --kafka-exporter /somewhere/kafka_exporter \
         --partitions 100,1000 --groups 1,10    # a quick run
-Writes JSON and a markdown table to --out (default .streamstack/bench/).
+Writes JSON and a markdown table to --out (default .streamstack/bench/), and the raw results, compact, to
+benchmarks/exporter-<date>.json (named after the sizes when they are not the default ones).
+
+Setting up 50,000 partitions: a single broker here fails at ~19,500 partitions ("Too many open files" while
+applying the topics' metadata; the load producer then timed out on metadata), so the load runs on as many
+brokers as the descriptor and memory-map limits need (cluster.py). Topics are created 100 per request and the
+load waits until every broker, not only the controller, knows every new partition's leader (otherwise
+produce requests to the others fail with UNKNOWN_TOPIC_OR_PARTITION); records are written with librdkafka
+(confluent-kafka).
 """

@@ -5,15 +5,16 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+from confluent_kafka import KafkaError, Producer  # type: ignore[import-untyped]
+from kafka import KafkaAdminClient, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError
 from kafka.protocol.consumer import OffsetSpec
+from kafka.protocol.metadata import MetadataRequest
 from kafka.structs import OffsetAndMetadata
 
 PARTITIONS_PER_TOPIC = 10
@@ -67,50 +68,108 @@ class Size:
         return sum(len(topics) for topics in self.assignment().values()) * PARTITIONS_PER_TOPIC
 
 
-def create_topics(admin: KafkaAdminClient, first: int, count: int) -> None:
-    """Topics bench-t<first>..bench-t<first+count-1>, 100 per request; waits until all have leaders."""
+CREATE_BATCH = 100
+
+
+def create_topics(admin: KafkaAdminClient, first: int, count: int, timeout: float = 900) -> None:
+    """Topics bench-t<first>..bench-t<first+count-1>, CREATE_BATCH per request; waits until every broker
+    knows every partition's leader. The controller answers for the leaders long before the other brokers
+    have applied thousands of new topics to their metadata: a producer asking them then gets
+    UNKNOWN_TOPIC_OR_PARTITION (records to 1,000 new topics failed that way on a cluster of three)."""
     names = [topic_name(index) for index in range(first, first + count)]
-    for start in range(0, len(names), 100):
-        batch = [NewTopic(name, PARTITIONS_PER_TOPIC, 1) for name in names[start : start + 100]]
+    for start in range(0, len(names), CREATE_BATCH):
+        batch = [NewTopic(name, PARTITIONS_PER_TOPIC, 1) for name in names[start : start + CREATE_BATCH]]
         admin.create_topics(batch, timeout_ms=120_000)
-    deadline = time.monotonic() + 300
+    nodes = sorted(broker["broker_id"] for broker in admin.describe_cluster()["brokers"])
+    deadline = time.monotonic() + timeout
+    waiting = names
     while True:
-        described = admin.describe_topics(names)
-        led = sum(
-            1
-            for topic in described
-            if topic.get("error_code", 0) == 0
-            and len(topic["partitions"]) == PARTITIONS_PER_TOPIC
-            and all(partition["leader_id"] >= 0 for partition in topic["partitions"])
-        )
-        if led == len(names):
+        waiting = [
+            name
+            for start in range(0, len(waiting), 10 * CREATE_BATCH)
+            for name in _without_leaders(admin, nodes, waiting[start : start + 10 * CREATE_BATCH])
+        ]
+        if not waiting:
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"only {led} of {len(names)} topics have leaders after 300 s")
+            raise RuntimeError(f"{len(waiting)} of {len(names)} topics have no leaders after {timeout:.0f} s")
         time.sleep(1)
 
 
+def _without_leaders(admin: KafkaAdminClient, nodes: list[int], names: list[str]) -> list[str]:
+    """Those of `names` that some broker of `nodes` does not know with a leader for each partition."""
+    everywhere = set(names)
+    for node in nodes:
+        everywhere &= {
+            topic["name"]
+            for topic in admin._manager.run(_metadata_of, admin, node, names)["topics"]
+            if topic.get("error_code", 0) == 0
+            and len(topic["partitions"]) == PARTITIONS_PER_TOPIC
+            and all(partition["leader_id"] >= 0 for partition in topic["partitions"])
+        }
+    return [name for name in names if name not in everywhere]
+
+
+async def _metadata_of(admin: KafkaAdminClient, node: int, names: list[str]) -> dict[str, Any]:
+    """What broker `node` answers to a Metadata request for `names` (kafka-python has no public call that
+    picks the broker; this is what its describe_topics does, sent to one node)."""
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=name) for name in names],
+        allow_auto_topic_creation=False,
+    )
+    response = await admin._manager.send(request, node_id=node)
+    answer: dict[str, Any] = response.to_dict()
+    return answer
+
+
+def record_timestamps(topic: int, partition: int, now_ms: int) -> list[int]:
+    """Create-time stamps of the records of a partition: 1 to 10 s apart, the last one a spacing ago."""
+    total = records_in(topic, partition)
+    spacing_ms = 1000 * (1 + (topic + partition) % 10)
+    return [now_ms - (total - i) * spacing_ms for i in range(total)]
+
+
 def fill_topics(bootstrap: str, first: int, count: int) -> int:
-    """records_in(t, p) records of ~100 bytes into every partition, create-time stamps up to minutes old."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, batch_size=16 * 1024)
-    # The first send to a topic waits ~100 ms for its metadata: ask for all topics at once, concurrently.
-    with ThreadPoolExecutor(64) as pool:
-        list(pool.map(producer.partitions_for, [topic_name(t) for t in range(first, first + count)]))
+    """records_in(t, p) records of ~100 bytes into every partition, create-time stamps up to minutes old.
+
+    With librdkafka (confluent-kafka): batches across thousands of partitions, retries what a broker
+    refuses for a while, and reports each record's delivery; a record not delivered fails the benchmark.
+    """
+    failed: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, _message: object) -> None:
+        if error is not None:
+            failed.append(error)
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "linger.ms": 50,
+            "batch.size": 1 << 20,
+            "queue.buffering.max.messages": 1_000_000,
+            "message.timeout.ms": 600_000,
+        }
+    )
     now_ms = int(time.time() * 1000)
     value = b"x" * 100
     sent = 0
     for topic in range(first, first + count):
         name = topic_name(topic)
         for partition in range(PARTITIONS_PER_TOPIC):
-            total = records_in(topic, partition)
-            spacing_ms = 1000 * (1 + (topic + partition) % 10)
-            for i in range(total):
-                producer.send(
-                    name, value=value, partition=partition, timestamp_ms=now_ms - (total - i) * spacing_ms
-                )
-            sent += total
-    producer.flush(timeout=600)
-    producer.close()
+            for timestamp in record_timestamps(topic, partition, now_ms):
+                while True:
+                    try:
+                        producer.produce(
+                            name, value, partition=partition, timestamp=timestamp, on_delivery=delivered
+                        )
+                        break
+                    except BufferError:  # the local queue is full: let deliveries drain it
+                        producer.poll(0.1)
+                sent += 1
+        producer.poll(0)
+    if producer.flush(600) or failed:
+        raise RuntimeError(f"producing failed: {len(failed)} records not delivered (first: {failed[:1]})")
     return sent
 
 

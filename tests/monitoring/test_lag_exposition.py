@@ -330,6 +330,31 @@ def test_statuses_and_rates_from_the_columns_equal_the_rules_on_samples() -> Non
     assert seen == set(PARTITION_STATUSES)  # every rule was exercised
 
 
+def test_partitions_sampled_at_the_same_times_share_them_and_keep_their_own_values() -> None:
+    """The loop samples every partition at once: their time tuples are one object, and each partition's
+    status, rate and samples are what a history holding only that partition gives, also for a partition
+    that joins later (shorter history) and one that is sampled at other times."""
+    window = 30.0
+    shared, alone = History(window), {key: History(window) for key in ("a", "b", "late", "odd")}
+    for step in range(12):
+        now = 1_000.0 + 10 * step
+        samples = {"a": Sample(now, 100 + step, 5, None), "b": Sample(now, 7, 3 + step, now - 1.0)}
+        if step >= 6:
+            samples["late"] = Sample(now, 50, 0 if step == 8 else 9, None)
+        samples["odd"] = Sample(now + 0.5, 10 * step, 10, None)
+        for key, sample in samples.items():
+            evaluated = shared.record_and_evaluate(key, sample, now + 0.5)
+            assert evaluated == alone[key].record_and_evaluate(key, sample, now + 0.5), (step, key)
+    tracks = shared._tracks
+    assert tracks["a"].times is tracks["b"].times and tracks["late"].times is not tracks["odd"].times
+    assert tracks["a"].times == (1_080.0, 1_090.0, 1_100.0, 1_110.0)  # 1,080 is the window's anchor
+    assert [sample.lag for sample in shared.record("b", Sample(1_120.0, 7, 20, 1_119.0))] == [12, 13, 14, 20]
+    assert shared.record_and_evaluate("b", Sample(1_130.0, 7, 21, None), 1_130.0) == (Status.STOP, 0.0)
+    assert len(shared) == 4
+    shared.retain(["a"])
+    assert len(shared) == 1
+
+
 def test_produced_history_keeps_a_bounded_number_of_points() -> None:
     produced = ProducedHistory(limit=4)
     for offset in range(10):

@@ -1,0 +1,138 @@
+"""The exporter benchmark's pure parts: the layout of topics and groups, the brokers the OS limits call for,
+the sizes asked for, the records' timestamps, and the goals at 50,000 partitions x 500 groups."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from scripts.bench_exporter.cluster import brokers_for, partitions_per_broker
+from scripts.bench_exporter.load import (
+    PARTITIONS_PER_TOPIC,
+    Size,
+    committed_offset,
+    record_timestamps,
+    records_in,
+    topic_name,
+)
+from scripts.bench_exporter.main import DEFAULT_SIZES, parse_sizes, raw_path, sizes_of
+from scripts.bench_exporter.measure import GOAL_GROUPS, GOAL_PARTITIONS, goals, peer_latency
+
+
+def test_at_50000_partitions_and_500_groups_every_topic_has_three_readers() -> None:
+    size = Size(50_000, 500)
+    assignment = size.assignment()
+    assert len(assignment) == 500
+    assert all(len(topics) == 30 for topics in assignment.values())
+    readers = Counter(topic for topics in assignment.values() for topic in topics)
+    assert set(readers) == set(range(5_000)) and set(readers.values()) == {3}
+    assert size.series() == 150_000
+    pattern = re.compile(size.group_filter)
+    assert all(pattern.fullmatch(group) for group in assignment)
+    assert not any(re.fullmatch(Size(50_000, 50).group_filter, group) for group in assignment)
+    names = [topic_name(t) for t in range(5_000)]
+    assert len(set(names)) == 5_000 and [int(name.rsplit("t", 1)[1]) for name in names] == list(range(5_000))
+
+
+def test_the_10000_x_100_layout_is_unchanged() -> None:
+    assert Size(10_000, 100).series() == 30_000
+    assert Size(10_000, 1).series() == 10_000
+    assert Size(100, 100).series() == 1_000  # each of 100 groups reads one of 10 topics
+
+
+def test_lag_is_varied_and_never_negative() -> None:
+    ends = {(t, p): records_in(t, p) for t in range(50) for p in range(PARTITIONS_PER_TOPIC)}
+    lags = [end - committed_offset(g, t, p, end) for g in range(7) for (t, p), end in ends.items()]
+    assert min(lags) == 0 and 0.2 < lags.count(0) / len(lags) < 0.45 and max(lags) >= 30
+    assert set(records_in(t, p) for (t, p) in ends) == set(range(5, 41))
+
+
+def test_record_timestamps_are_increasing_and_in_the_past() -> None:
+    now_ms = 1_800_000_000_000
+    for topic, partition in [(0, 0), (17, 3), (4_999, 9)]:
+        stamps = record_timestamps(topic, partition, now_ms)
+        assert len(stamps) == records_in(topic, partition)
+        gaps = {later - earlier for earlier, later in itertools.pairwise(stamps)}
+        assert len(gaps) == 1 and 1_000 <= gaps.pop() <= 10_000
+        assert now_ms - stamps[-1] >= 1_000
+
+
+def test_brokers_follow_the_descriptor_and_map_limits() -> None:
+    # this sandbox: 20,000 descriptors (hard), vm.max_map_count 65,530: one broker failed near 19,500
+    assert partitions_per_broker(20_000, 65_530) == 18_000
+    assert brokers_for(10_000, 20_000, 65_530) == 1
+    assert brokers_for(50_000, 20_000, 65_530) == 3
+    assert brokers_for(50_000, 1_048_576, 262_144) == 1  # a tuned host holds it on one broker
+    assert partitions_per_broker(1_048_576, 65_530) == 30_765  # then the maps are the limit
+    assert brokers_for(50_000, 1_048_576, 65_530) == 2
+
+
+def test_sizes_from_the_command_line() -> None:
+    def namespace(
+        sizes: str | None = None, partitions: list[int] | None = None, groups: list[int] | None = None
+    ) -> argparse.Namespace:
+        return argparse.Namespace(
+            sizes=parse_sizes(sizes) if sizes else None, partitions=partitions, groups=groups
+        )
+
+    assert sizes_of(namespace("50000x500,10_000X100,10000x100")) == [Size(10_000, 100), Size(50_000, 500)]
+    assert sizes_of(namespace(partitions=[100, 1_000], groups=[1, 10])) == [
+        Size(100, 1),
+        Size(100, 10),
+        Size(1_000, 1),
+        Size(1_000, 10),
+    ]
+    assert sizes_of(namespace()) == DEFAULT_SIZES and DEFAULT_SIZES[-1] == Size(50_000, 500)
+    with pytest.raises(ValueError):
+        parse_sizes("50000")
+    assert raw_path(DEFAULT_SIZES, "2026-11-26").name == "exporter-2026-11-26.json"
+    assert raw_path(parse_sizes("10000x100,50000x500"), "2026-11-26").name == (
+        "exporter-2026-11-26-10000x100-50000x500.json"
+    )
+    assert raw_path(DEFAULT_SIZES, "2026-11-26").parent.name == "benchmarks"
+
+
+def point(
+    partitions: int, groups: int, peak: float, history_peak: float, different: int = 0
+) -> dict[str, Any]:
+    return {
+        "partitions": partitions,
+        "groups": groups,
+        "ours": {
+            "first_collection_s": 4.2,
+            "warm_collections_s": [3.1, 4.9],
+            "p99_ms": 20.0,
+            "peak_rss_mb": peak,
+            "full_history": {"peak_rss_mb": history_peak},
+        },
+        "agreement": {"different": different, "compared": 150_000 - different},
+    }
+
+
+def test_goals_are_judged_at_50000_x_500() -> None:
+    assert (GOAL_PARTITIONS, GOAL_GROUPS) == (50_000, 500)
+    assert goals([point(10_000, 100, 100.0, 120.0)])["evaluated"] is False
+    verdict = goals([point(10_000, 100, 900.0, 900.0), point(50_000, 500, 240.0, 260.0)])
+    assert verdict["collection_cycle_s"] == 4.9 and verdict["collection_cycle_met"]
+    assert verdict["scrape_p99_met"] and verdict["lag_agrees"]
+    assert verdict["peak_rss_mb"] == 260.0 and not verdict["rss_met"]  # the full window of history counts
+    assert goals([point(50_000, 500, 200.0, 249.0, different=1)])["lag_agrees"] is False
+    unanswered = point(50_000, 500, 200.0, 249.0)
+    unanswered["agreement"] = {"different": 0, "compared": 0}
+    assert goals([unanswered])["lag_agrees"] is None  # kafka_exporter gave nothing to compare
+
+
+def test_a_peer_that_stops_answering_is_reported_as_such() -> None:
+    assert peer_latency({"p50_ms": 8_633.2, "p99_ms": 8_758.0, "scrapes": 4, "answered": True}) == (
+        "8,633 / 8,758 ms (4)"
+    )
+    assert peer_latency({"answered": False, "scrape_timeout_s": 300.0, "scrapes": 0}) == "no answer in 300 s"
+    late = {"answered": True, "unanswered_after_s": 300.0, "scrape_timeout_s": 300.0, "scrapes": 1}
+    assert (
+        peer_latency({**late, "p50_ms": 95_000.0, "p99_ms": 95_000.0}) == "95,000 / 95,000 ms (1, then none)"
+    )
