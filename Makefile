@@ -43,8 +43,8 @@ test: setup-all lint ## lint, then the whole test suite on real Kafka, Spark, Pr
 dashboards: $(STAMP) ## regenerate the Grafana dashboards (monitoring/dashboards/generated/*.json) from code
 	$(BIN)/python -m monitoring.dashboards.build
 
-bench-jobs: setup ## benchmark the window job against Spark's ceiling and a plain consumer (JSON + markdown)
-	$(BIN)/python -m scripts.bench_windows
+bench-jobs: setup ## the window job beside Spark's ceiling, textbook PySpark, Quix Streams and a plain consumer (BENCH_ARGS=flags)
+	$(BIN)/python -m scripts.bench_windows $(BENCH_ARGS)
 
 bench-local: setup ## the local stack at its defaults, ~11 min: utilization, lag, alerts vs goals (BENCH_ARGS=flags)
 	$(BIN)/python -m scripts.bench_local $(BENCH_ARGS)
@@ -55,7 +55,7 @@ bench-tables: setup ## user-enrichment's batch duration at 10k, 100k and 1M user
 bench-batch-cost: setup ## fixed cost per micro-batch, ~20 min: each lever alone and combined (BENCH_ARGS=flags)
 	$(BIN)/python -m scripts.bench_batch_cost $(BENCH_ARGS)
 
-bench-exporter: setup ## benchmark the lag exporter beside kafka_exporter (KAFKA_EXPORTER=binary) up to 10,000 partitions
+bench-exporter: setup ## the lag exporter beside kafka_exporter (KAFKA_EXPORTER=binary) up to 50,000 partitions x 500 groups, ~35 min
 	$(BIN)/python -m scripts.bench_exporter --kafka-exporter "$(KAFKA_EXPORTER)"
 
 lock: $(STAMP) ## re-pin every Python package after changing pyproject.toml

@@ -1,0 +1,5 @@
+import sys
+
+from scripts.bench_windows.main import main
+
+sys.exit(main())

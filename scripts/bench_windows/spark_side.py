@@ -1,0 +1,390 @@
+"""The Spark side: the session, the queries (ceiling, our window job, the textbook job), their sustained
+rates with the JVM's CPU over the same interval, their counts read back from the output topic, and the
+latency run."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition  # type: ignore[import-untyped]
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from jobs.clickstream_windows.transforms import count_views_per_url, page_views, window_counts_as_records
+from jobs.common.config import EventLimits, StreamingJobConfig
+from jobs.common.kafka_io import read_kafka_stream
+from jobs.common.progress import parse_spark_timestamp
+from jobs.common.schemas import decode_page_views
+from jobs.common.session import build_session
+from scripts.bench_windows.records import PARTITIONS, Counts, page_view
+from streamstack.local.kafka import LocalKafka, TopicSpec
+from streamstack.local.ports import LOOPBACK
+
+_TICK = 100.0  # clock ticks per second of /proc/<pid>/stat (getconf CLK_TCK on Linux)
+
+
+def load_producer(bootstrap: str) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "client.id": "bench"})
+
+
+def produce(producer: Producer, topic: str, value: bytes | None, partition: int) -> None:
+    while True:
+        try:
+            producer.produce(topic, value, partition=partition)
+            return
+        except BufferError:  # the local queue is full: let librdkafka send, then retry
+            producer.poll(0.01)
+
+
+def session(
+    bootstrap: str, workdir: Path, jars: list[str], max_offsets_per_trigger: int
+) -> tuple[SparkSession, StreamingJobConfig]:
+    config = StreamingJobConfig(
+        query_name="bench",
+        bootstrap_servers=bootstrap,
+        checkpoint_dir=str(workdir / "checkpoints"),
+        metrics_port=0,
+        dead_letter_topic="bench-dead-letters",
+        master="local[2]",
+        trigger_interval="1 second",
+        max_offsets_per_trigger=max_offsets_per_trigger,
+        shuffle_partitions=2,
+        extra_jars=tuple(jars),
+        spark_conf={
+            "spark.ui.enabled": "false",
+            "spark.driver.memory": "2g",
+            "spark.driver.host": LOOPBACK,
+            "spark.driver.bindAddress": LOOPBACK,
+        },
+    )
+    return build_session(config), config
+
+
+# --- CPU of the Spark JVM ----------------------------------------------------------------------------------
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """utime + stime of a process and its descendants, from /proc."""
+    total, pending = 0.0, [root]
+    while pending:
+        pid = pending.pop()
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            total += (int(fields[11]) + int(fields[12])) / _TICK
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                pending.extend(int(c) for c in (task / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
+def jvm_pid() -> int:
+    """The driver JVM (spark-submit execs into java), in local mode every executor thread too."""
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if process is None:
+        raise RuntimeError("no Spark gateway process: the session was not launched by this process")
+    return int(process.pid)
+
+
+class CpuSampler:
+    """(wall time, CPU seconds) of a process tree every 50 ms, so the CPU of any interval in between can be
+    read afterwards (Spark's sustained interval is known only from the progress reports)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.samples = pid, [(time.time(), tree_cpu_seconds(pid))]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.05):
+            self.samples.append((time.time(), tree_cpu_seconds(self.pid)))
+
+    def cpu_at(self, moment: float) -> float:
+        """CPU seconds at `moment`, interpolated between the samples around it."""
+        for (t0, c0), (t1, c1) in zip(self.samples, self.samples[1:], strict=False):
+            if t0 <= moment <= t1:
+                return c0 + (c1 - c0) * (moment - t0) / (t1 - t0) if t1 > t0 else c1
+        raise ValueError(f"{moment} is outside the sampled interval")
+
+
+# --- Rates --------------------------------------------------------------------------------------------------
+
+
+def throughput(progress: list[dict[str, Any]]) -> dict[str, float]:
+    """Sustained and whole-drain rates (rows/s) of a query that drained a backlog (see the package doc)."""
+    batches = sorted(
+        (p for p in progress if p.get("numInputRows")), key=lambda p: parse_spark_timestamp(p["timestamp"])
+    )
+    if len(batches) < 3:
+        raise ValueError(f"{len(batches)} batches: a sustained rate needs at least 3 (more events)")
+    starts = [parse_spark_timestamp(p["timestamp"]) for p in batches]
+    rows = [int(p["numInputRows"]) for p in batches]
+    drained_at = starts[-1] + batches[-1]["durationMs"]["triggerExecution"] / 1000
+    return {
+        "sustained_rows_per_second": sum(rows[1:-1]) / (starts[-1] - starts[1]),
+        "drain_rows_per_second": sum(rows) / (drained_at - starts[0]),
+        "rows": float(sum(rows)),
+        "batches": float(len(batches)),
+        "sustained_from": starts[1],
+        "sustained_to": starts[-1],
+    }
+
+
+def run_available(query: Any) -> list[dict[str, Any]]:
+    query.awaitTermination()
+    return [json.loads(p.json) for p in query.recentProgress]
+
+
+# --- Queries ------------------------------------------------------------------------------------------------
+
+
+def window_query(spark: SparkSession, config: StreamingJobConfig, topic: str, output: str, name: str) -> Any:
+    """Our window job's query: decode with every dead-letter check, 10 s counts per url, Kafka sink."""
+    decoded = decode_page_views(read_kafka_stream(spark, config, [topic]), EventLimits())
+    records = window_counts_as_records(count_views_per_url(page_views(decoded), "10 seconds", "5 seconds"))
+    return kafka_sink(records, config, output, name)
+
+
+def textbook_query(
+    spark: SparkSession, config: StreamingJobConfig, topic: str, output: str, name: str
+) -> Any:
+    """The textbook job: `from_json`, filter (fields present, event time within the job's limits of the
+    record's timestamp), watermark, window, count, the same Kafka sink."""
+    limits = EventLimits()
+    schema = "user_id STRING, url STRING, event_time TIMESTAMP"
+    views = (
+        read_kafka_stream(spark, config, [topic])
+        .select(F.from_json(F.col("value").cast("string"), schema).alias("view"), "timestamp")
+        .select("view.*", "timestamp")
+        .where(
+            F.col("user_id").isNotNull()
+            & F.col("url").isNotNull()
+            & F.col("event_time").isNotNull()
+            & (
+                F.col("event_time")
+                <= F.col("timestamp") + F.expr(f"INTERVAL {limits.max_event_future_seconds} SECONDS")
+            )
+            & (
+                F.col("event_time")
+                >= F.col("timestamp") - F.expr(f"INTERVAL {limits.max_event_age_seconds} SECONDS")
+            )
+        )
+    )
+    counts = (
+        views.withWatermark("event_time", "5 seconds")
+        .groupBy(F.window("event_time", "10 seconds"), "url")
+        .count()
+    )
+    records = counts.select(
+        F.concat_ws("|", F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"), "url").alias("key"),
+        F.to_json(
+            F.struct(
+                F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("window_start"),
+                "url",
+                F.col("count").alias("views"),
+            )
+        ).alias("value"),
+    )
+    return kafka_sink(records, config, output, name)
+
+
+def kafka_sink(records: Any, config: StreamingJobConfig, output: str, name: str) -> Any:
+    return (
+        records.writeStream.format("kafka")
+        .queryName(name)
+        .option("kafka.bootstrap.servers", config.bootstrap_servers)
+        .option("topic", output)
+        .option("checkpointLocation", config.checkpoint_for(name))
+        .outputMode("update")
+    )
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-offsets"})
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(PARTITIONS)
+        }
+    finally:
+        consumer.close()
+
+
+def read_counts(bootstrap: str, topic: str, start: dict[int, int]) -> Counts:
+    """The last count per (window start, url) that a query wrote to `topic` from `start` on (update mode
+    writes a window again whenever its count changes)."""
+    end = end_offsets(bootstrap, topic)
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "bench-counts", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, p, start.get(p, 0)) for p in range(PARTITIONS)])
+    latest: dict[bytes, bytes] = {}
+    remaining = sum(end[p] - start.get(p, 0) for p in range(PARTITIONS))
+    try:
+        while remaining > 0:
+            for message in consumer.consume(10_000, timeout=5.0):
+                if message.offset() < end[message.partition()]:
+                    latest[message.key()] = message.value()
+                    remaining -= 1
+    finally:
+        consumer.close()
+    counts: Counts = Counter()
+    for value in latest.values():
+        row = json.loads(value)
+        moment = datetime.fromisoformat(row["window_start"].replace("Z", "+00:00"))
+        counts[(int(moment.timestamp() * 1000), row["url"])] = int(row["views"])
+    return counts
+
+
+def best_passes(
+    queries: dict[str, Callable[[str], Any]],
+    warm_ups: int,
+    passes: int,
+    after_round: Callable[[str, str], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Run every query in rounds, `warm_ups` first (class loading, code generation, the JIT: the rates
+    still climb over the first few), then `passes` measured ones; every round with its rates, the JVM's CPU
+    over the sustained interval and what `after_round(label, attempt)` adds (the count check)."""
+    rounds: list[dict[str, Any]] = []
+    pid = jvm_pid()
+    for round_number in range(warm_ups + passes):
+        measured = round_number >= warm_ups
+        attempt = f"pass-{round_number - warm_ups + 1}" if measured else f"warm-up-{round_number + 1}"
+        for label, start in queries.items():
+            with CpuSampler(pid) as cpu:
+                rates = throughput(run_available(start(f"{label}-{attempt}")))
+            seconds = rates["sustained_to"] - rates["sustained_from"]
+            busy = (cpu.cpu_at(rates["sustained_to"]) - cpu.cpu_at(rates["sustained_from"])) / seconds
+            entry = {
+                "engine": label,
+                "round": attempt,
+                "measured": measured,
+                **rates,
+                "busy_cores": busy,
+                **after_round(label, attempt),
+            }
+            rounds.append(entry)
+            print(
+                f"{label} {attempt}: sustained {rates['sustained_rows_per_second']:,.0f}/s on "
+                f"{busy:.2f} cores, drain {rates['drain_rows_per_second']:,.0f}/s "
+                f"over {rates['batches']:.0f} batches",
+                file=sys.stderr,
+            )
+    return rounds
+
+
+# --- Latency ------------------------------------------------------------------------------------------------
+
+
+def latency(
+    spark: SparkSession,
+    config: StreamingJobConfig,
+    bootstrap: str,
+    kafka: LocalKafka,
+    *,
+    rate: float,
+    seconds: float,
+) -> dict[str, float]:
+    """Produce at `rate` for `seconds` into a fresh topic while the job runs with a 1 s trigger."""
+    topic, output = "bench-live", "bench-live-out"
+    kafka.create_topics([TopicSpec(topic, partitions=PARTITIONS), TopicSpec(output, partitions=PARTITIONS)])
+    query = (
+        window_query(spark, config, topic, output, "bench-live").trigger(processingTime="1 second").start()
+    )
+    time.sleep(5)  # first (empty) batches and plan compilation out of the way
+    stop = threading.Event()
+    sent = [0]
+
+    def produce_at_rate() -> None:
+        producer = load_producer(bootstrap)
+        started = time.monotonic()
+        while not stop.is_set():
+            due = int((time.monotonic() - started) * rate)
+            while sent[0] < due:
+                produce(producer, topic, page_view(sent[0], datetime.now(UTC)), sent[0] % PARTITIONS)
+                sent[0] += 1
+            producer.poll(0)
+            time.sleep(0.002)
+        producer.flush(60)
+
+    producer_thread = threading.Thread(target=produce_at_rate)
+    producer_thread.start()
+    time.sleep(seconds)
+    stop.set()
+    producer_thread.join()
+    query.processAllAvailable()
+    progress = [json.loads(p.json) for p in query.recentProgress]
+    query.stop()
+
+    batch_end: list[tuple[dict[int, int], dict[int, int], float]] = []
+    for p in progress:
+        if not p.get("numInputRows"):
+            continue
+        source = p["sources"][0]
+        start = as_offsets(source.get("startOffset")) or {topic: {}}
+        end = as_offsets(source["endOffset"])
+        finished = parse_spark_timestamp(p["timestamp"]) + p["durationMs"]["triggerExecution"] / 1000
+        batch_end.append(
+            (
+                {int(k): v for k, v in start.get(topic, {}).items()},
+                {int(k): v for k, v in end[topic].items()},
+                finished,
+            )
+        )
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=5000)
+    partitions = [KafkaTopicPartition(topic, p) for p in range(PARTITIONS)]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    ends = consumer.end_offsets(partitions)
+    latencies: list[float] = []
+    while any(consumer.position(tp) < ends[tp] for tp in partitions):
+        for tp, batch in consumer.poll(timeout_ms=1000).items():
+            for record in batch:
+                for first_offsets, end_offsets_, batch_finished in batch_end:
+                    if (
+                        first_offsets.get(tp.partition, 0)
+                        <= record.offset
+                        < end_offsets_.get(tp.partition, 0)
+                    ):
+                        latencies.append(batch_finished - record.timestamp / 1000)
+                        break
+    consumer.close()
+    latencies.sort()
+    return {
+        "target_rate": rate,
+        "events": float(sent[0]),
+        "achieved_rate": sent[0] / seconds,
+        "measured_events": float(len(latencies)),
+        "p50_seconds": statistics.median(latencies),
+        "p99_seconds": latencies[int(0.99 * (len(latencies) - 1))],
+        "max_seconds": latencies[-1],
+    }
+
+
+def as_offsets(value: Any) -> dict[str, dict[str, int]]:
+    """Progress offsets arrive as a JSON string or already parsed, depending on the Spark version."""
+    if isinstance(value, str):
+        return dict(json.loads(value)) if value.strip().startswith("{") else {}
+    return dict(value) if isinstance(value, dict) else {}
