@@ -192,6 +192,21 @@ def decode_events(kafka_records: DataFrame, schema: EventSchema, limits: EventLi
         # Valid JSON is an object exactly when its first non-blank character is '{'; much cheaper per
         # record than the root's schema, which only a dead letter's detail needs.
         "is_object": F.expr(f"trim(LEADING ' \\t\\n\\r' FROM `{_TEMP}text`)").startswith("{"),
+        # try_parse_json stops after the first JSON value and ignores the rest: `{...} trailing` parses.
+        # When an object's first `}` is its last non-blank character (a flat object, the usual event)
+        # nothing can follow the value. Otherwise check exactly: in `[<text>]` text after the value is an
+        # error unless it starts with `]` and closes the array early, which `[<text>,0]` catches (its
+        # length is then 1, not 2).
+        "nothing_after_value": F.when(
+            F.expr(f"trim(LEADING ' \\t\\n\\r' FROM `{_TEMP}text`)").startswith("{")
+            & F.expr(
+                f"instr(`{_TEMP}text`, '}}') = char_length(trim(TRAILING ' \\t\\n\\r' FROM `{_TEMP}text`))"
+            ),
+            F.lit(True),
+        ).otherwise(
+            (F.json_array_length(F.concat(F.lit("["), _temp("text"), F.lit("]"))) == 1)
+            & (F.json_array_length(F.concat(F.lit("["), _temp("text"), F.lit(",0]"))) == 2)
+        ),
     }
     for index, event_field in enumerate(schema.fields):
         derived.update(_field_columns(index, event_field))
@@ -206,6 +221,11 @@ def decode_events(kafka_records: DataFrame, schema: EventSchema, limits: EventLi
         ),
         (~_temp("utf8"), "not_utf8", F.lit("value is not valid UTF-8")),
         (parsed.isNull(), "malformed_json", F.lit("value is not valid JSON")),
+        (
+            ~F.coalesce(_temp("nothing_after_value"), F.lit(False)),
+            "malformed_json",
+            F.lit("value has text after its JSON value"),
+        ),
         (
             ~_temp("is_object"),
             "not_an_object",

@@ -42,7 +42,6 @@ _FUTURE_US = _LIMITS.max_event_future_seconds * 1_000_000
 _AGE_US = _LIMITS.max_event_age_seconds * 1_000_000
 # The job's pattern (jobs.common.events._ISO_TIMESTAMP), ASCII digits only as in Java.
 _ISO_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})\Z", re.ASCII)
-_TRAILING = "unexpected content after document"  # orjson's message for a value followed by more
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _FIELDS = tuple(field.name for field in PAGE_VIEW.fields)
@@ -58,15 +57,13 @@ def classify(value: bytes | None, record_ms: int) -> tuple[str | None, int, str]
         return "oversized", 0, ""
     try:
         view = orjson.loads(value)
-    except orjson.JSONDecodeError as error:
+    except orjson.JSONDecodeError:
         try:
             value.decode()
         except UnicodeDecodeError:
             return "not_utf8", 0, ""
-        if error.msg != _TRAILING:
-            return "malformed_json", 0, ""
-        # The job's parser (Spark's parse_json) reads one JSON value and ignores what follows it.
-        view = orjson.loads(value[: error.pos])
+        # The job, like orjson, refuses anything but blanks after the JSON value.
+        return "malformed_json", 0, ""
     if type(view) is not dict:
         return "not_an_object", 0, ""
     for name in _FIELDS:
@@ -182,6 +179,10 @@ def classification_samples(now: datetime) -> list[tuple[bytes | None, int]]:
         good[:-1],
         good + b" trailing",
         good + b"{}",
+        good + b"}",
+        good + b"]",
+        good + b", 0]",
+        good + b"\x00",
         b"[1, 2]",
         b'"a string"',
         b"42",
