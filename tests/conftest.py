@@ -14,6 +14,7 @@ from kafka.structs import OffsetAndMetadata
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from jobs.jvm.build import build_jar
 from streamstack import runtimes as runtime_cache
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.runtimes import Runtimes
@@ -66,7 +67,8 @@ def spark(runtimes: Runtimes) -> Iterator[SparkSession]:
     session = (
         SparkSession.builder.master("local[2]")
         .appName("streamstack-tests")
-        .config("spark.jars", ",".join(str(jar) for jar in runtimes.spark_kafka_jars))
+        # The Kafka connector, and the jobs' JVM code (built here when `make setup` has not).
+        .config("spark.jars", ",".join(str(jar) for jar in (*runtimes.spark_kafka_jars, build_jar())))
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")

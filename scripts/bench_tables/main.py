@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from jobs.common.config import StreamingJobConfig
+from jobs.common.session import jvm_jars
 from jobs.user_enrichment.config import EnrichmentJobConfig
 from jobs.user_enrichment.main import start_queries
 from scripts import bench_tables
@@ -75,7 +76,7 @@ def spark_session(runtimes: Runtimes) -> SparkSession:
     return (
         SparkSession.builder.master("local[2]")
         .appName("bench-tables")
-        .config("spark.jars", ",".join(str(jar) for jar in runtimes.spark_kafka_jars))
+        .config("spark.jars", ",".join([*(str(jar) for jar in runtimes.spark_kafka_jars), *jvm_jars()]))
         .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")

@@ -1,0 +1,579 @@
+package streamstack.jvm;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import java.io.IOException;
+import java.math.BigDecimal;
+import java.nio.charset.StandardCharsets;
+import java.time.LocalDate;
+import java.time.YearMonth;
+import java.time.ZoneOffset;
+import java.util.HashSet;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.api.java.UDF2;
+import org.apache.spark.sql.catalyst.expressions.GenericRow;
+import org.apache.spark.sql.catalyst.util.DateTimeUtils;
+import org.apache.spark.unsafe.types.UTF8String;
+import scala.Option;
+
+/**
+ * Every dead-letter check of jobs.common.events.decode_events in one pass over a Kafka record's value, with
+ * Jackson's streaming parser (the one Spark's variant parser uses, configured as Spark configures it).
+ *
+ * <p>Input: the value's bytes and the record's Kafka timestamp in epoch microseconds. Output: a row of the
+ * dead-letter reason (null for a good record), the index of the field the reason is about (-1 when none;
+ * -2 for malformed_json when the value is JSON followed by more text),
+ * and the typed fields (timestamps as epoch microseconds). The reason's detail is left to Spark SQL, which
+ * formats it only for dead letters, with the same expressions as the SQL decoder.
+ *
+ * <p>The schema comes as a spec string, parsed once: {@code max_bytes;future_us;age_us;tombstones;time_index;
+ * name:kind:required,...}, kinds string, long, double, boolean, timestamp.
+ */
+public final class EventDecoder implements UDF2<byte[], Long, Row> {
+  private static final long serialVersionUID = 1L;
+
+  static final int STRING = 0;
+  static final int LONG = 1;
+  static final int DOUBLE = 2;
+  static final int BOOLEAN = 3;
+  static final int TIMESTAMP = 4;
+
+  // The field index of a malformed_json verdict: which of the SQL decoder's two checks failed.
+  static final int NOT_JSON = -1;
+  static final int TEXT_AFTER = -2;
+
+  // What Spark's variant parser (org.apache.spark.types.variant.VariantUtil.JSON_FACTORY) uses: defaults.
+  private static final JsonFactory JSON = new JsonFactory();
+  private static final int MAX_DECIMAL_PRECISION = 38;
+
+  private final String spec;
+  private final long maxBytes;
+  private final long futureMicros;
+  private final long ageMicros;
+  private final boolean tombstones;
+  private final int timeIndex;
+  private final String[] names;
+  private final int[] kinds;
+  private final boolean[] required;
+
+  public EventDecoder(String spec) {
+    this.spec = spec;
+    String[] parts = spec.split(";", -1);
+    if (parts.length != 6) {
+      throw new IllegalArgumentException("decoder spec has " + parts.length + " parts, expected 6: " + spec);
+    }
+    maxBytes = Long.parseLong(parts[0]);
+    futureMicros = Long.parseLong(parts[1]);
+    ageMicros = Long.parseLong(parts[2]);
+    tombstones = parts[3].equals("1");
+    timeIndex = Integer.parseInt(parts[4]);
+    String[] fields = parts[5].split(",");
+    names = new String[fields.length];
+    kinds = new int[fields.length];
+    required = new boolean[fields.length];
+    for (int i = 0; i < fields.length; i++) {
+      String[] field = fields[i].split(":");
+      names[i] = field[0];
+      kinds[i] = kind(field[1]);
+      required[i] = field[2].equals("1");
+    }
+  }
+
+  private static int kind(String name) {
+    switch (name) {
+      case "string":
+        return STRING;
+      case "long":
+        return LONG;
+      case "double":
+        return DOUBLE;
+      case "boolean":
+        return BOOLEAN;
+      case "timestamp":
+        return TIMESTAMP;
+      default:
+        throw new IllegalArgumentException("unknown field kind " + name);
+    }
+  }
+
+  public String spec() {
+    return spec;
+  }
+
+  private Row verdict(String reason, int field) {
+    Object[] values = new Object[2 + names.length];
+    values[0] = reason;
+    values[1] = field;
+    return new GenericRow(values);
+  }
+
+  @Override
+  public Row call(byte[] value, Long recordMicros) {
+    if (value == null) {
+      return tombstones ? verdict(null, -1) : verdict("empty", -1);
+    }
+    if (value.length > maxBytes) {
+      return verdict("oversized", -1);
+    }
+    if (!Utf8.isValid(value)) {
+      return verdict("not_utf8", -1);
+    }
+    int n = names.length;
+    // Per field: its JSON token (null when absent), and its text or value.
+    JsonToken[] tokens = new JsonToken[n];
+    Object[] raw = new Object[n];
+    boolean isObject;
+    try (JsonParser parser = parser(value)) {
+      try {
+        JsonToken root = parser.nextToken();
+        if (root == null) {
+          return verdict("malformed_json", NOT_JSON);
+        }
+        isObject = root == JsonToken.START_OBJECT;
+        // Spark refuses a lone surrogate in a string or key; valid UTF-8 can only spell one as an escape.
+        boolean escapes = hasBackslash(value);
+        if (isObject) {
+          readObject(parser, tokens, raw, escapes);
+        } else {
+          skipValue(parser, root, escapes);
+        }
+      } catch (IOException | RuntimeException e) {
+        return verdict("malformed_json", NOT_JSON);
+      }
+      // Nothing but blanks after the root value.
+      try {
+        if (parser.nextToken() != null) {
+          return verdict("malformed_json", TEXT_AFTER);
+        }
+      } catch (IOException | RuntimeException e) {
+        return verdict("malformed_json", TEXT_AFTER);
+      }
+    } catch (IOException e) {
+      return verdict("malformed_json", NOT_JSON);
+    }
+    // The SQL decoder calls a value an object when its first non-blank character is '{'.
+    if (!isObject || !startsWithBrace(value)) {
+      return verdict("not_an_object", -1);
+    }
+    Object[] values = new Object[2 + n];
+    values[1] = -1;
+    for (int i = 0; i < n; i++) {
+      JsonToken token = tokens[i];
+      if (token == null || token == JsonToken.VALUE_NULL) {
+        if (required[i]) {
+          return verdict("missing_field", i);
+        }
+        continue;
+      }
+      Object typed = typed(kinds[i], token, raw[i]);
+      if (typed == WRONG_TYPE) {
+        return verdict("wrong_type", i);
+      }
+      if (typed == BAD_TIMESTAMP) {
+        return verdict("bad_timestamp", i);
+      }
+      values[2 + i] = typed;
+    }
+    if (timeIndex >= 0 && recordMicros != null && values[2 + timeIndex] != null) {
+      long eventMicros = (Long) values[2 + timeIndex];
+      long record = recordMicros;
+      if (eventMicros > record + futureMicros || eventMicros < record - ageMicros) {
+        // The typed fields stay: the detail quotes the event time.
+        values[0] = "event_time_out_of_range";
+        values[1] = timeIndex;
+      }
+    }
+    return new GenericRow(values);
+  }
+
+  private static final Object WRONG_TYPE = new Object();
+  private static final Object BAD_TIMESTAMP = new Object();
+
+  private static Object typed(int kind, JsonToken token, Object raw) {
+    switch (kind) {
+      case STRING:
+        return token == JsonToken.VALUE_STRING ? raw : WRONG_TYPE;
+      case BOOLEAN:
+        if (token == JsonToken.VALUE_TRUE) {
+          return Boolean.TRUE;
+        }
+        return token == JsonToken.VALUE_FALSE ? Boolean.FALSE : WRONG_TYPE;
+      case LONG:
+        return raw instanceof Long ? raw : WRONG_TYPE;
+      case DOUBLE:
+        if (raw instanceof Long) {
+          return (double) (Long) raw;
+        }
+        if (raw instanceof Double) {
+          return raw;
+        }
+        return WRONG_TYPE;
+      default: // TIMESTAMP
+        if (token != JsonToken.VALUE_STRING) {
+          return WRONG_TYPE;
+        }
+        Long micros = Timestamps.parse((String) raw);
+        return micros == null ? BAD_TIMESTAMP : micros;
+    }
+  }
+
+  private static JsonParser parser(byte[] value) throws IOException {
+    // Spark parses the value as a Java string. From bytes, Jackson would detect UTF-16/32 from zero bytes
+    // at the start and skip a byte-order mark: take the string route for those few values.
+    int head = Math.min(4, value.length);
+    boolean detectable = value.length > 0 && (value[0] & 0xFF) == 0xEF;
+    for (int i = 0; i < head && !detectable; i++) {
+      detectable = value[i] == 0;
+    }
+    if (detectable) {
+      return JSON.createParser(new String(value, StandardCharsets.UTF_8));
+    }
+    return JSON.createParser(value);
+  }
+
+  private static boolean startsWithBrace(byte[] value) {
+    for (byte b : value) {
+      if (b != ' ' && b != '\t' && b != '\n' && b != '\r') {
+        return b == '{';
+      }
+    }
+    return false;
+  }
+
+  /** The root object: each schema field's token and raw value; every other value checked and skipped. */
+  private void readObject(JsonParser parser, JsonToken[] tokens, Object[] raw, boolean escapes)
+      throws IOException {
+    HashSet<String> seen = null;
+    JsonToken token;
+    while ((token = parser.nextToken()) == JsonToken.FIELD_NAME) {
+      String name = parser.currentName();
+      if (escapes) {
+        checkSurrogates(name);
+      }
+      int index = indexOf(name);
+      JsonToken valueToken = parser.nextToken();
+      if (index >= 0) {
+        if (tokens[index] != null) {
+          throw new IOException("duplicate key");
+        }
+        tokens[index] = valueToken;
+        raw[index] = scalar(parser, valueToken);
+        if (escapes && valueToken == JsonToken.VALUE_STRING) {
+          checkSurrogates((String) raw[index]);
+        }
+      } else {
+        if (seen == null) {
+          seen = new HashSet<>();
+        }
+        if (!seen.add(name)) {
+          throw new IOException("duplicate key");
+        }
+        skipValue(parser, valueToken, escapes);
+      }
+      if (index >= 0 && (valueToken == JsonToken.START_OBJECT || valueToken == JsonToken.START_ARRAY)) {
+        skipValue(parser, valueToken, escapes);
+      }
+    }
+    if (token != JsonToken.END_OBJECT) {
+      throw new IOException("unexpected " + token);
+    }
+  }
+
+  private int indexOf(String name) {
+    for (int i = 0; i < names.length; i++) {
+      if (names[i].equals(name)) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  /**
+   * A scalar's value as the variant parser would type it: strings as String, integers that fit a long as
+   * Long, other numbers as Double (Spark keeps some as decimals, all of which are doubles to a double field
+   * and wrong to a long one), anything else null.
+   */
+  private static Object scalar(JsonParser parser, JsonToken token) throws IOException {
+    switch (token) {
+      case VALUE_STRING:
+        return parser.getText();
+      case VALUE_NUMBER_INT:
+        if (parser.getNumberType() != JsonParser.NumberType.BIG_INTEGER) {
+          return parser.getLongValue();
+        }
+        return floating(parser.getText());
+      case VALUE_NUMBER_FLOAT:
+        return floating(parser.getText());
+      default:
+        return null;
+    }
+  }
+
+  /** Spark's VariantBuilder: a decimal when the text has only [-.0-9] and fits decimal(38), else a double. */
+  private static Double floating(String text) {
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (c != '-' && c != '.' && (c < '0' || c > '9')) {
+        return Double.parseDouble(text);
+      }
+    }
+    BigDecimal decimal = new BigDecimal(text);
+    if (decimal.scale() <= MAX_DECIMAL_PRECISION && decimal.precision() <= MAX_DECIMAL_PRECISION) {
+      return decimal.doubleValue();
+    }
+    return Double.parseDouble(text);
+  }
+
+  /** Reads a value whose first token is current, to its end: nested objects may not repeat a key. */
+  private static void skipValue(JsonParser parser, JsonToken first, boolean escapes) throws IOException {
+    if (first == JsonToken.START_OBJECT) {
+      HashSet<String> seen = new HashSet<>();
+      JsonToken token;
+      while ((token = parser.nextToken()) == JsonToken.FIELD_NAME) {
+        String name = parser.currentName();
+        if (escapes) {
+          checkSurrogates(name);
+        }
+        if (!seen.add(name)) {
+          throw new IOException("duplicate key");
+        }
+        skipValue(parser, parser.nextToken(), escapes);
+      }
+      if (token != JsonToken.END_OBJECT) {
+        throw new IOException("unexpected " + token);
+      }
+    } else if (first == JsonToken.START_ARRAY) {
+      JsonToken token;
+      while ((token = parser.nextToken()) != JsonToken.END_ARRAY) {
+        if (token == null) {
+          throw new IOException("unexpected end");
+        }
+        skipValue(parser, token, escapes);
+      }
+    } else if (first == JsonToken.VALUE_STRING) {
+      if (escapes) {
+        checkSurrogates(parser.getText());
+      }
+    } else if (first == null || first == JsonToken.END_OBJECT || first == JsonToken.END_ARRAY) {
+      throw new IOException("unexpected " + first);
+    }
+  }
+
+  private static boolean hasBackslash(byte[] value) {
+    for (byte b : value) {
+      if (b == '\\') {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Spark's VariantBuilder.checkValidUnicodeString: every surrogate in a pair. */
+  private static void checkSurrogates(String text) throws IOException {
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (Character.isHighSurrogate(c)) {
+        if (i + 1 >= text.length() || !Character.isLowSurrogate(text.charAt(i + 1))) {
+          throw new IOException("lone high surrogate");
+        }
+        i++;
+      } else if (Character.isLowSurrogate(c)) {
+        throw new IOException("lone low surrogate");
+      }
+    }
+  }
+
+  /** The SQL decoder's timestamp rules: its ISO-8601 pattern, then Spark's own string-to-timestamp cast. */
+  static final class Timestamps {
+    private Timestamps() {}
+
+    static Long parse(String text) {
+      if (!matchesIso(text)) {
+        return null;
+      }
+      char last = text.charAt(text.length() - 1);
+      if (last == 'Z' || (last >= '0' && last <= '9')) {
+        return exact(text);
+      }
+      // A line terminator after the zone: as Spark's cast reads it (it trims).
+      Option<Object> micros = DateTimeUtils.stringToTimestamp(UTF8String.fromString(text), ZoneOffset.UTC);
+      return micros.isDefined() ? (Long) micros.get() : null;
+    }
+
+    /**
+     * What Spark's string-to-timestamp cast gives for text that matches the pattern and ends at its zone:
+     * null for a date or time that does not exist or an offset beyond +-18:00; digits after the sixth of
+     * the fraction are cut off.
+     */
+    static Long exact(String s) {
+      int year = number(s, 0, 4);
+      int month = number(s, 5, 2);
+      int day = number(s, 8, 2);
+      int hour = number(s, 11, 2);
+      int minute = number(s, 14, 2);
+      int second = number(s, 17, 2);
+      if (month < 1 || month > 12 || day < 1 || day > YearMonth.of(year, month).lengthOfMonth()) {
+        return null;
+      }
+      if (hour > 23 || minute > 59 || second > 59) {
+        return null;
+      }
+      int i = 19;
+      long fraction = 0;
+      if (s.charAt(i) == '.') {
+        int digits = 0;
+        for (i++; isDigit(s.charAt(i)); i++) {
+          if (digits < 6) {
+            fraction = fraction * 10 + (s.charAt(i) - '0');
+            digits++;
+          }
+        }
+        for (; digits < 6; digits++) {
+          fraction *= 10;
+        }
+      }
+      int offsetSeconds = 0;
+      if (s.charAt(i) != 'Z') {
+        int offsetHours = number(s, i + 1, 2);
+        int offsetMinutes = number(s, i + 4, 2);
+        if (offsetMinutes > 59 || offsetHours * 60 + offsetMinutes > 18 * 60) {
+          return null;
+        }
+        offsetSeconds = (offsetHours * 3600 + offsetMinutes * 60) * (s.charAt(i) == '-' ? -1 : 1);
+      }
+      long epochDay = LocalDate.of(year, month, day).toEpochDay();
+      long seconds = epochDay * 86400L + hour * 3600L + minute * 60L + second - offsetSeconds;
+      return seconds * 1_000_000L + fraction;
+    }
+
+    private static int number(String s, int from, int count) {
+      int value = 0;
+      for (int i = from; i < from + count; i++) {
+        value = value * 10 + (s.charAt(i) - '0');
+      }
+      return value;
+    }
+
+    /**
+     * What {@code rlike} finds for ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$ in
+     * java.util.regex: ASCII digits, and '$' also matches before one final line terminator.
+     */
+    static boolean matchesIso(String s) {
+      int n = s.length();
+      if (n < 20) {
+        return false;
+      }
+      if (!digits(s, 0, 4) || s.charAt(4) != '-' || !digits(s, 5, 2) || s.charAt(7) != '-'
+          || !digits(s, 8, 2) || s.charAt(10) != 'T' || !digits(s, 11, 2) || s.charAt(13) != ':'
+          || !digits(s, 14, 2) || s.charAt(16) != ':' || !digits(s, 17, 2)) {
+        return false;
+      }
+      int i = 19;
+      if (s.charAt(i) == '.') {
+        int start = ++i;
+        while (i < n && i - start < 9 && isDigit(s.charAt(i))) {
+          i++;
+        }
+        if (i == start) {
+          return false;
+        }
+        // A tenth digit cannot be followed by the zone: the regex would not match either.
+      }
+      if (i >= n) {
+        return false;
+      }
+      char zone = s.charAt(i);
+      if (zone == 'Z') {
+        i++;
+      } else if (zone == '+' || zone == '-') {
+        if (i + 6 > n || !digits(s, i + 1, 2) || s.charAt(i + 3) != ':' || !digits(s, i + 4, 2)) {
+          return false;
+        }
+        i += 6;
+      } else {
+        return false;
+      }
+      return atEnd(s, i);
+    }
+
+    private static boolean atEnd(String s, int i) {
+      int rest = s.length() - i;
+      if (rest == 0) {
+        return true;
+      }
+      char c = s.charAt(i);
+      if (rest == 1) {
+        return c == '\n' || c == '\r' || c == '\u0085' || c == '\u2028' || c == '\u2029';
+      }
+      return rest == 2 && c == '\r' && s.charAt(i + 1) == '\n';
+    }
+
+    private static boolean isDigit(char c) {
+      return c >= '0' && c <= '9';
+    }
+
+    private static boolean digits(String s, int from, int count) {
+      for (int i = from; i < from + count; i++) {
+        if (!isDigit(s.charAt(i))) {
+          return false;
+        }
+      }
+      return true;
+    }
+  }
+
+  /** UTF-8 validity as Unicode defines it (no overlong forms, no surrogates, nothing above U+10FFFF). */
+  static final class Utf8 {
+    private Utf8() {}
+
+    static boolean isValid(byte[] b) {
+      int i = 0;
+      int n = b.length;
+      while (i < n) {
+        int c = b[i] & 0xFF;
+        if (c < 0x80) {
+          i++;
+          continue;
+        }
+        int len;
+        int lo = 0x80;
+        int hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) {
+          len = 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+          len = 3;
+          if (c == 0xE0) {
+            lo = 0xA0;
+          } else if (c == 0xED) {
+            hi = 0x9F;
+          }
+        } else if (c >= 0xF0 && c <= 0xF4) {
+          len = 4;
+          if (c == 0xF0) {
+            lo = 0x90;
+          } else if (c == 0xF4) {
+            hi = 0x8F;
+          }
+        } else {
+          return false;
+        }
+        if (i + len > n) {
+          return false;
+        }
+        int second = b[i + 1] & 0xFF;
+        if (second < lo || second > hi) {
+          return false;
+        }
+        for (int k = 2; k < len; k++) {
+          int next = b[i + k] & 0xFF;
+          if (next < 0x80 || next > 0xBF) {
+            return false;
+          }
+        }
+        i += len;
+      }
+      return true;
+    }
+  }
+}

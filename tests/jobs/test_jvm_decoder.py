@@ -1,0 +1,245 @@
+"""The JVM decoder (jobs.jvm.decoder) against the SQL one (jobs.common.events.decode_events_sql): the same
+reason, detail and typed event for every record of a corpus with every dead-letter class, edge cases around
+each, and random corruptions of good records, for every schema the jobs decode."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+
+from jobs.common.config import EventLimits
+from jobs.common.events import DECODE_REASONS, EventField, EventSchema, decode_events_sql
+from jobs.common.schemas import CLICK, IMPRESSION, ORDER, PAGE_VIEW, USER_PROFILE
+from jobs.jvm.decoder import decode_events_jvm
+from scripts.bench_windows.records import classification_samples
+
+pytestmark = pytest.mark.spark
+
+NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+LIMITS = EventLimits(max_event_bytes=400, max_event_future_seconds=3600, max_event_age_seconds=86400)
+# The decoder's own test schema: every kind, an optional field, the event time not last.
+MIXED = EventSchema(
+    name="mixed",
+    fields=(
+        EventField("id", "string"),
+        EventField("placed_at", "timestamp"),
+        EventField("amount", "double"),
+        EventField("quantity", "long"),
+        EventField("paid", "boolean"),
+        EventField("coupon", "string", required=False),
+        EventField("discount", "double", required=False),
+    ),
+    event_time_field="placed_at",
+)
+SCHEMAS = [PAGE_VIEW, IMPRESSION, CLICK, USER_PROFILE, ORDER, MIXED]
+RECORD_SCHEMA = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
+
+TIMESTAMPS = [
+    "2026-11-22T11:59:00Z",
+    "2026-11-22T11:59:00.1Z",
+    "2026-11-22T11:59:00.123456Z",
+    "2026-11-22T11:59:00.1234567Z",
+    "2026-11-22T11:59:00.123456789Z",
+    "2026-11-22T12:30:00+01:00",
+    "2026-11-22T10:30:00-01:30",
+    "2026-11-22T11:59:00Z\n",
+    "2026-11-22T11:59:00Z\r\n",
+    "2026-11-22T11:59:00Z\u2028",
+    "2026-11-22T11:59:00Z\n\n",
+    "2026-11-22T11:59:00Z ",
+    " 2026-11-22T11:59:00Z",
+    "2026-11-22T11:59:00.Z",
+    "2026-11-22T11:59:00.1234567890Z",
+    "2026-11-22T11:59:00+18:00",
+    "2026-11-22T11:59:00+19:00",
+    "2026-11-22T11:59:00+01:60",
+    "2026-02-29T11:59:00Z",
+    "2026-02-30T11:59:00Z",
+    "2026-11-22T24:00:00Z",
+    "2026-11-22T23:59:60Z",
+    "2026-13-22T11:59:00Z",
+    "0000-01-01T00:00:00Z",
+    "9999-12-31T23:59:59.999999Z",
+    "2026-11-22 11:59:00Z",
+    "2026-11-22T11:59:00",
+    "2026-11-22T11:59Z",
+    "\uff12\uff10\uff12\uff16-11-22T11:59:00Z",  # fullwidth digits
+    "yesterday",
+    "",
+    "2026-11-23T12:59:59Z",
+    "2026-11-23T13:00:01Z",
+    "2026-11-21T12:00:00Z",
+    "2026-11-21T11:59:59.999999Z",
+]
+STRINGS = ["u-1", "", "ünïcødé ✓ 🚀", 'quote " and \\ back', "tab\tnew\nline", "\u0000nul", "x" * 50]
+NUMBERS: list[object] = [
+    0,
+    -0,
+    7,
+    -7,
+    2**31,
+    2**63 - 1,
+    2**63,
+    -(2**63),
+    -(2**63) - 1,
+    10**40,
+    1.5,
+    -0.0,
+    0.1,
+    1e5,
+]
+NUMBER_TEXTS = [
+    "1.50",
+    "1E2",
+    "1e-7",
+    "-0",
+    "-0.0",
+    "12345678901234567890.123",
+    "1e400",
+    "0.1000000000000000055511",
+]
+OTHER_VALUES: list[object] = [True, False, None, [], [1, "a"], {}, {"a": {"b": [1]}}]
+
+
+def _value(field: EventField, rng: random.Random) -> object:
+    if field.kind == "string":
+        return rng.choice(STRINGS)
+    if field.kind == "timestamp":
+        return rng.choice(TIMESTAMPS[:8])
+    if field.kind == "boolean":
+        return rng.choice([True, False])
+    if field.kind == "long":
+        return rng.choice([0, 7, -(2**63), 2**63 - 1])
+    return rng.choice([0, 12.5, 3, 0.1, 1e300])
+
+
+def _good(schema: EventSchema, rng: random.Random) -> dict[str, object]:
+    return {f.name: _value(f, rng) for f in schema.fields if f.required or rng.random() < 0.5}
+
+
+def _dumps(body: dict[str, object], rng: random.Random) -> bytes:
+    return json.dumps(body, ensure_ascii=rng.random() < 0.5, indent=rng.choice([None, None, 1])).encode()
+
+
+def _field_variants(schema: EventSchema, rng: random.Random) -> Iterator[bytes]:
+    """Every field replaced by every kind of JSON value, dropped, and duplicated."""
+    for field in schema.fields:
+        candidates: list[object] = [*STRINGS, *TIMESTAMPS, *NUMBERS, *OTHER_VALUES]
+        for candidate in candidates:
+            yield _dumps({**_good(schema, rng), field.name: candidate}, rng)
+        for number in NUMBER_TEXTS:
+            zero = json.dumps({**_good(schema, rng), field.name: 0})
+            yield zero.replace(f'"{field.name}": 0', f'"{field.name}": {number}').encode()
+        without = _good(schema, rng)
+        without.pop(field.name, None)
+        yield _dumps(without, rng)
+        text = json.dumps(_good(schema, rng))
+        yield (text[:-1] + f', "{field.name}": null}}').encode()  # a duplicate key
+        yield (text[:-1] + ', "extra": 1, "extra": 2}').encode()
+        yield (text[:-1] + ', "extra": {"a": 1, "a": 2}}').encode()
+
+
+def _structural(schema: EventSchema, rng: random.Random) -> Iterator[bytes | None]:
+    good = _dumps(_good(schema, rng), rng)
+    yield from [None, b"", b" ", b"\n\t", b"x" * (LIMITS.max_event_bytes + 1), good + b" " * 400]
+    yield from [
+        b"\xff\xfe" + good,
+        good[:-1] + b"\xc0\x80}",
+        b'{"a": "\xed\xa0\x80"}',
+        b'{"a": "\xf4\x90\x80\x80"}',
+    ]
+    yield from [
+        b'{"a": "\xf0\x9f\x9a\x80"}',
+        b'{"a": "\xe0\x80\x80"}',
+        b"\xef\xbb\xbf" + good,
+        b"\x00" + good,
+    ]
+    yield from [good[:-1], good + b" trailing", good + b"{}", good + b"}", good + b"]", good + b", 0]"]
+    yield from [good + b"\x00", good + b" \r\n\t ", b" \n\t\r" + good, good + good, b"[" + good + b"]"]
+    yield from [b"[1, 2]", b'"a string"', b"42", b"null", b"true", b"[1] x", b'"a" "b"', b"{} x", b"{}"]
+    yield from [b"{,}", b'{"a" 1}', b"{'a': 1}", b'{"a": 01}', b'{"a": NaN}', b'{"a": 1,}', b"[" * 1200]
+    yield from [b'{"a": "\x01"}', b"/* c */ " + good, good.replace(b'"', b"'")]
+    # Lone surrogates, which only an escape can spell in UTF-8, in a key, a value, nested and at the root.
+    yield from [
+        b'{"a": "\\ud83d"}',
+        b'{"a\\udc00": 1}',
+        b'{"a": ["\\udc00x"]}',
+        b'["\\ud83dx"]',
+        b'"\\ud83d\\ude80"',
+    ]
+    yield good[:-1] + b', "user_id": "\\ud83d\\ude80", "name": "\\ud83d!", "order_id": "\\udc00"}'
+
+
+def _corruptions(schema: EventSchema, rng: random.Random, count: int) -> Iterator[bytes]:
+    """Good records with a byte or two flipped, dropped or inserted."""
+    alphabet = b'{}[]",:0123456789.eE+-tfnul \\\x00\x80\xff'
+    for _ in range(count):
+        value = bytearray(_dumps(_good(schema, rng), rng))
+        for _ in range(rng.randint(1, 2)):
+            at = rng.randrange(len(value))
+            action = rng.randrange(3)
+            if action == 0:
+                value[at] = rng.choice(alphabet)
+            elif action == 1:
+                del value[at]
+            else:
+                value.insert(at, rng.choice(alphabet))
+        yield bytes(value)
+
+
+def corpus(schema: EventSchema, seed: int) -> list[tuple[bytes | None, bytes | None, datetime]]:
+    """(key, value, Kafka timestamp) records of every class for one schema."""
+    rng = random.Random(seed)
+    values: list[bytes | None] = [_dumps(_good(schema, rng), rng) for _ in range(200)]
+    values += list(_field_variants(schema, rng))
+    values += list(_structural(schema, rng))
+    values += list(_corruptions(schema, rng, 400))
+    if schema is PAGE_VIEW:
+        values += [value for value, _ in classification_samples(NOW)]
+    records = []
+    for value in values:
+        key = None if rng.random() < 0.02 else b"k"
+        stamp = NOW + timedelta(microseconds=rng.choice([0, 1, -1, 123456]))
+        records.append((key, value, stamp))
+    return records
+
+
+def _rows(decoded: DataFrame) -> list[Row]:
+    # The event as Spark's text of it: every digit of doubles and microseconds, and years Python cannot hold.
+    return (
+        decoded.select(
+            "offset", F.col("event").cast("string").alias("event"), "dead_letter_reason", "dead_letter_detail"
+        )
+        .orderBy("offset")
+        .collect()
+    )
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=lambda schema: schema.name)
+def test_jvm_decoder_matches_sql_decoder(spark: SparkSession, schema: EventSchema) -> None:
+    records = spark.createDataFrame(
+        [
+            (key, value, "events", 0, offset, stamp.replace(tzinfo=None))
+            for offset, (key, value, stamp) in enumerate(corpus(schema, seed=17))
+        ],
+        RECORD_SCHEMA,
+    ).cache()
+
+    sql_rows = _rows(decode_events_sql(records, schema, LIMITS))
+    jvm_rows = _rows(decode_events_jvm(records, schema, LIMITS))
+
+    mismatches = [(sql, jvm) for sql, jvm in zip(sql_rows, jvm_rows, strict=True) if sql != jvm]
+    assert mismatches[:5] == [], f"{len(mismatches)} of {len(sql_rows)} records differ"
+    reasons = {row["dead_letter_reason"] for row in sql_rows}
+    expected = set(DECODE_REASONS) - ({"empty"} if schema.tombstones_allowed else set())
+    if schema.event_time_field is None:
+        expected.discard("event_time_out_of_range")
+    assert expected <= reasons, f"the corpus lacks {expected - reasons}"
+    assert sum(row["dead_letter_reason"] is None for row in sql_rows) >= 200
+    records.unpersist()
