@@ -15,10 +15,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --constraint constraints.txt --editable '.[dev]'
 	@touch $(STAMP)
 
-setup: $(STAMP) ## install Python packages (pinned) and fetch Kafka, the Spark connector and Prometheus
+setup: $(STAMP) ## install Python packages (pinned), fetch Kafka, the Spark connector, Prometheus, PostgreSQL and Debezium, build the jobs' jar
 	$(BIN)/streamstack setup
+	$(BIN)/python -m jobs.jvm.build
 
-up: setup ## run the local pipeline (Kafka -> PySpark -> Kafka, Prometheus) with a live status; Ctrl-C stops it
+up: setup ## run the local pipeline (PostgreSQL -> Debezium -> Kafka -> PySpark -> Kafka, Prometheus) with a live status; Ctrl-C stops it
 	$(BIN)/streamstack local up
 
 down: ## stop a local pipeline started with `streamstack local up --detach`
@@ -34,6 +35,7 @@ lint: $(STAMP) ## ruff (lint and format) and mypy
 
 setup-all: $(STAMP) ## setup, plus helm and actionlint (go install) and checkov for the Kubernetes-side checks
 	$(BIN)/streamstack setup --kubernetes-tools
+	$(BIN)/python -m jobs.jvm.build
 
 # Two pytest workers (2 cores): while one waits on a JVM, a broker or a watermark, the other runs; whole files
 # per worker, so a module's fixtures (a local stack, a broker) start once.
@@ -54,6 +56,9 @@ bench-tables: setup ## user-enrichment's batch duration at 10k, 100k and 1M user
 
 bench-batch-cost: setup ## fixed cost per micro-batch, ~20 min: each lever alone and combined (BENCH_ARGS=flags)
 	$(BIN)/python -m scripts.bench_batch_cost $(BENCH_ARGS)
+
+bench-decode: setup ## decode micro-benchmark, ~5 min: scan vs SQL decoder vs JVM decoder, µs/record (BENCH_ARGS=flags)
+	$(BIN)/python -m scripts.bench_decode $(BENCH_ARGS)
 
 bench-exporter: setup ## the lag exporter beside kafka_exporter (KAFKA_EXPORTER=binary) up to 50,000 partitions x 500 groups, ~35 min
 	$(BIN)/python -m scripts.bench_exporter --kafka-exporter "$(KAFKA_EXPORTER)"

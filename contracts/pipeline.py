@@ -13,11 +13,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from contracts.record_sizes import DEAD_LETTER_MAX_MESSAGE_BYTES, INPUT_MAX_MESSAGE_BYTES
+
+if TYPE_CHECKING:
+    from contracts.cdc import CdcSource
 
 CATALOGUE_PATH = Path(__file__).resolve().parent.parent / "pipeline.yaml"
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
@@ -122,6 +125,8 @@ class Pipeline:
     jobs: tuple[Job, ...]
     producers: tuple[Producer, ...]
     dead_letter_topic: str
+    # `sources.cdc`: the tables Debezium captures onto the changelog topics (contracts.cdc); None: no CDC.
+    cdc: CdcSource | None = None
 
     def topic(self, name: str) -> Topic:
         return {topic.name: topic for topic in self.topics}[name]
@@ -295,7 +300,7 @@ def parse_pipeline(document: object, source: str = "pipeline.yaml") -> Pipeline:
     """The catalogue from its YAML document; `source` prefixes every error message."""
     try:
         root = _Fields(document, "")
-        root.only("deadLetterTopic", "topics", "producers", "jobs")
+        root.only("deadLetterTopic", "topics", "producers", "jobs", "sources")
         topics = {name: _topic(name, root.child("topics").child(name)) for name in root.child("topics").raw}
         dead_letters = root.string("deadLetterTopic", TOPIC_NAME_PATTERN)
         _require_in_catalogue("deadLetterTopic", dead_letters, topics, "topic")
@@ -306,9 +311,16 @@ def parse_pipeline(document: object, source: str = "pipeline.yaml") -> Pipeline:
         jobs_fields = root.child("jobs")
         jobs = tuple(_job(name, jobs_fields.child(name), topics, producers) for name in jobs_fields.raw)
         topics[dead_letters] = _sized_dead_letter_topic(topics, dead_letters, jobs)
+        pipeline = Pipeline(tuple(topics.values()), jobs, tuple(producers.values()), dead_letters)
+        sources = root.child("sources")
+        sources.only("cdc")
+        if "cdc" in sources.raw:
+            from contracts.cdc import parse_cdc_source  # noqa: PLC0415 (contracts.cdc imports this module)
+
+            pipeline = replace(pipeline, cdc=parse_cdc_source(sources.raw["cdc"], pipeline, "sources.cdc"))
     except CatalogueError as error:
         raise CatalogueError(f"{source}: {error}") from None
-    return Pipeline(tuple(topics.values()), jobs, tuple(producers.values()), dead_letters)
+    return pipeline
 
 
 @functools.cache

@@ -3,27 +3,34 @@
 Order, enforced with depends_on: Monitoring first (it installs the PodMonitor/ServiceMonitor/PrometheusRule
 CRDs every other component uses; each component installs its operator's CRDs, infra/components/crds.py),
 then the Spark platform (the jobs' namespace), then Kafka (its users live in the jobs' namespace), then the
-jobs and the lag exporter, which install our own charts (charts/streaming-job, charts/lag-exporter). Every
-component gets the one explicit Kubernetes provider.
+jobs and the lag exporter, which install our own charts (charts/streaming-job, charts/lag-exporter). With
+`streamstack:cdc` (and its password secret), the in-cluster PostgreSQL follows the Spark platform and Kafka
+Connect follows Kafka and the database. Every component gets the one explicit Kubernetes provider.
 """
+
+import dataclasses
 
 import pulumi
 import pulumi_kubernetes as kubernetes
 
+from contracts.cdc import cdc_source
 from contracts.pipeline import load_pipeline
 from infra import config as stack_config
 from infra.components.kafka_ca import KafkaClusterCa, KafkaClusterCaArgs
 from infra.components.kafka_cluster import KafkaCluster, KafkaClusterArgs
+from infra.components.kafka_connect import CONNECT_NAME, CREDENTIALS_SECRET, KafkaConnect, KafkaConnectArgs
 from infra.components.lag_exporter import LagExporter, LagExporterArgs
 from infra.components.monitoring import GRAFANA_ADMIN_PASSWORD_KEY, Monitoring, MonitoringArgs
+from infra.components.postgres import Postgres, PostgresArgs
 from infra.components.spark_platform import SparkPlatform, SparkPlatformArgs
 from infra.components.streaming_job import StreamingJob, StreamingJobArgs
 from infra.kafka_access import KafkaClient, KafkaUserSpec, exporter_user, job_user, load_generator_user
-from infra.network import LOAD_GENERATOR_POD_LABELS, Peers
+from infra.network import LOAD_GENERATOR_POD_LABELS, DatabasePeer, Peers
 
 config = stack_config.load()
 grafana_admin_password = stack_config.grafana_admin_password()  # None: the grafana chart generates one
 alerting_secrets = stack_config.alerting_secrets(config.alerting)  # notifier -> URL or key, Pulumi secrets
+cdc_password = stack_config.cdc_database_password(config.cdc.enabled)  # None: CDC left out, with a warning
 cluster, kafka_config, spark_config = config.cluster, config.kafka, config.spark
 provider = kubernetes.Provider("kubernetes", context=cluster.kubeconfig_context)
 
@@ -127,6 +134,68 @@ if config.lag_exporter.enabled:
             peers=peers,
         ),
         after(monitoring, *clients_after, *jobs),
+    )
+# Change data capture (streamstack:cdc): Kafka Connect + Debezium reading an in-cluster or external
+# PostgreSQL.
+cdc = config.cdc
+if cdc.enabled and cdc.connect is not None and cdc_password is not None:
+    source = cdc_source()
+    database = cdc.database
+    database_after: tuple[pulumi.Resource, ...] = ()
+    if database.in_cluster is not None:
+        postgres = Postgres(
+            "postgres",
+            PostgresArgs(
+                database=database.in_cluster,
+                database_name=source.database,
+                user=database.user,
+                password=cdc_password,
+                connect_namespace=spark_config.jobs_namespace,
+                connect_name=CONNECT_NAME,
+                workload=load_generator is not None,
+            ),
+            after(monitoring, spark),
+        )
+        host, port, database_after = postgres.host, postgres.port, (postgres,)
+        peer = DatabasePeer(port, namespace=database.in_cluster.namespace)
+    else:
+        assert database.external is not None
+        external = database.external
+        host, port = external.host, external.port
+        peer = DatabasePeer(port, cidrs=external.cidrs)
+        source = dataclasses.replace(source, database=external.database or source.database)
+    KafkaConnect(
+        "kafka-connect",
+        KafkaConnectArgs(
+            connect=cdc.connect,
+            kafka=kafka_config,
+            source=source,
+            namespace=spark_config.jobs_namespace,
+            database_host=host,
+            database_port=port,
+            database_user=database.user,
+            password=cdc_password,
+            database_peer=peer,
+            ca_secret=kafka_ca_secret,
+            stack_topics=tuple(topic.name for topic in config.topics),
+            kafka_resource=kafka.kafka,
+            monitoring_namespace=monitoring_namespace,
+        ),
+        after(spark, *clients_after, *database_after),
+    )
+    # Where the application workload (jobs.producers.cdc_workload, libpq's PG* variables) finds the database.
+    pulumi.export(
+        "cdcDatabase",
+        {
+            "host": host,
+            "port": port,
+            "database": source.database,
+            "user": database.user,
+            "passwordSecret": CREDENTIALS_SECRET,
+        },
+    )
+    pulumi.export(
+        "cdcConnector", f"kubectl get kafkaconnector -n {spark_config.jobs_namespace} {source.connector_name}"
     )
 
 pulumi.export("kafkaBootstrapServers", kafka.bootstrap_servers)

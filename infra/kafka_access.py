@@ -1,8 +1,8 @@
-"""Who may do what on Kafka: a KafkaUser per job, one for the lag exporter and one for load generators
-(synthetic producers), with ACLs limited to their topics and consumer groups. Strimzi's User Operator
-generates each user's SCRAM-SHA-512 password into a Secret named after the user (keys `password` and
-`sasl.jaas.config`); no password is ever in the stack config. `KafkaClient` is how a workload of our charts
-logs in with its user's Secret.
+"""Who may do what on Kafka: a KafkaUser per job, one for the lag exporter, one for load generators
+(synthetic producers) and one for Kafka Connect (change data capture), with ACLs limited to their topics
+and consumer groups. Strimzi's User Operator generates each user's SCRAM-SHA-512 password into a Secret
+named after the user (keys `password` and `sasl.jaas.config`); no password is ever in the stack config.
+`KafkaClient` is how a workload of our charts logs in with its user's Secret.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.cdc import CdcSource
 from contracts.shadow_groups import job_shadow_groups
 from infra.config import JobConfig
 
@@ -144,3 +145,20 @@ def load_generator_user(jobs: Sequence[JobConfig]) -> KafkaUserSpec:
     acls = [Acl("topic", ("Describe", "Write"), topic) for topic in pipeline_input_topics(jobs)]
     acls.append(Acl("cluster", ("IdempotentWrite",)))
     return KafkaUserSpec(LOAD_GENERATOR_USER, tuple(acls))
+
+
+def kafka_connect_user(name: str, source: CdcSource, heartbeat_topics: Iterable[str] = ()) -> KafkaUserSpec:
+    """Kafka Connect running the CDC connector (contracts/cdc.py): join its worker group; read, write and
+    check the config of its three internal topics (Connect verifies they are compacted: DescribeConfigs;
+    without it Connect only logs that it could not); write the changelog topics the connector routes its
+    tables to and Debezium's heartbeat topic. Nothing else: no Create (the topics are KafkaTopics and the
+    worker runs with topic.creation.enable=false; a denied create of an existing internal topic is not an
+    error), no consumer group but its own (Connect reads its internal topics by assignment), no cluster
+    operation (a producer with only Write on a topic may be idempotent, KIP-679)."""
+    acls = [Acl("group", ("Describe", "Read"), source.connect.group_id)]
+    acls.extend(
+        Acl("topic", ("Describe", "DescribeConfigs", "Read", "Write"), topic)
+        for topic in source.connect.internal_topics
+    )
+    acls.extend(_topic_acls([], [*source.topics, *heartbeat_topics]))
+    return KafkaUserSpec(name, tuple(acls))

@@ -10,6 +10,10 @@ egress, egress to the cluster DNS for every pod, and the flows of the pods the p
   Prometheus -> the Kafka metrics port (9404). The peers mirror those of Strimzi's own generated policy.
 - jobs: the deny and DNS only; each job and the lag exporter bring their own policies in their charts
   (charts/*/templates/networkpolicy.yaml), load generators get one from the KafkaCluster component.
+- change data capture (`streamstack:cdc`): Kafka Connect in the jobs' namespace -> the client listeners and
+  -> PostgreSQL (in-cluster pods or `cdc.database.external.cidrs`); the Strimzi operator and Connect itself ->
+  Connect's REST API (8083); the in-cluster database's namespace admits Connect on 5432 and, with load
+  generators, the application workload that writes the tables (jobs.producers.cdc_workload); nothing else.
 - spark-operator: the controller -> the Kubernetes API (it submits drivers and watches their pods);
   Prometheus -> its metrics port. The mutating webhook is off, so nothing calls into the namespace.
 - monitoring: the pods that watch Kubernetes -> its API (Prometheus' service discovery, the operator and the
@@ -57,7 +61,15 @@ LOAD_GENERATOR_POD_LABELS = {
     "app.kubernetes.io/name": LOAD_GENERATOR_APP,
     "app.kubernetes.io/part-of": "streamstack",
 }
-KAFKA_CLIENT_APPS = (STREAMING_JOB_APP, LAG_EXPORTER_APP, LOAD_GENERATOR_APP)
+# Kafka Connect (change data capture, infra/components/kafka_connect.py): Strimzi's
+# `app.kubernetes.io/name` of the pods of a KafkaConnect, which its pod template also sets explicitly.
+KAFKA_CONNECT_APP = "kafka-connect"
+KAFKA_CLIENT_APPS = (STREAMING_JOB_APP, LAG_EXPORTER_APP, LOAD_GENERATOR_APP, KAFKA_CONNECT_APP)
+# The Connect REST API (Strimzi's operator manages connectors through it; workers forward to the leader) and
+# PostgreSQL's port (the in-cluster database, infra/components/postgres.py).
+KAFKA_CONNECT_REST_PORT = 8083
+POSTGRES_PORT = 5432
+POSTGRES_POD_LABELS = {"app.kubernetes.io/name": "postgres", "app.kubernetes.io/component": "cdc-database"}
 
 # kube-prometheus-stack 88.5.3: labels the Prometheus Operator puts on the Prometheus and Alertmanager pods,
 # the grafana and kube-state-metrics sub-charts' pod labels, the operator's pod label.
@@ -430,3 +442,96 @@ def monitoring_policies(
             ],
         ),
     ]
+
+
+def kafka_connect_pod_labels(connect_name: str) -> dict[str, str]:
+    """The pods of the KafkaConnect `connect_name` (Strimzi's selector labels for them)."""
+    return {
+        "strimzi.io/cluster": connect_name,
+        "strimzi.io/kind": "KafkaConnect",
+        "strimzi.io/name": f"{connect_name}-connect",
+    }
+
+
+@dataclass(frozen=True)
+class DatabasePeer:
+    """Where Kafka Connect reaches PostgreSQL: the in-cluster pods (`namespace`) or address blocks
+    (`cidrs`)."""
+
+    port: int = POSTGRES_PORT
+    namespace: str | None = None
+    cidrs: tuple[str, ...] = ()
+
+    def egress(self) -> list[dict[str, Any]]:
+        if self.namespace is not None:
+            return [rule([peer(self.namespace, POSTGRES_POD_LABELS)], [self.port], "to")]
+        return address_rules(self.cidrs, [self.port], "to")
+
+
+def kafka_connect_policies(
+    kafka: KafkaConfig, namespace: str, connect_name: str, database: DatabasePeer, monitoring_namespace: str
+) -> list[Policy]:
+    """Kafka Connect's flows, beside the jobs' namespace's deny: Connect -> the Kafka client listeners and ->
+    PostgreSQL; Connect <-> Connect and the Strimzi operator -> Connect on the REST API (the operator's egress
+    in the Kafka namespace too); Prometheus -> Connect's metrics port (Connect's and Debezium's JMX
+    metrics). The brokers already admit Connect (KAFKA_CLIENT_APPS). An in-cluster database's namespace
+    admits only Connect (and dev's workload) on PostgreSQL's port (`postgres_policies`).
+
+    Not named `<connect>-connect`: Strimzi generates a policy of that name (ingress to the REST API and the
+    metrics port) and would patch ours into its own."""
+    connect = kafka_connect_pod_labels(connect_name)
+    operator = peer(kafka.namespace, STRIMZI_OPERATOR_POD_LABELS)
+    return [
+        policy(
+            f"{connect_name}-connect-flows",
+            namespace,
+            connect,
+            ingress=[
+                rule([operator, peer(labels=connect)], [KAFKA_CONNECT_REST_PORT], "from"),
+                rule([peer(monitoring_namespace, PROMETHEUS_POD_LABELS)], [KAFKA_METRICS_PORT], "from"),
+            ],
+            egress=[
+                rule([peer(kafka.namespace, kafka_pod_labels(kafka))], kafka_client_ports(kafka), "to"),
+                rule([peer(labels=connect)], [KAFKA_CONNECT_REST_PORT], "to"),
+                *database.egress(),
+            ],
+        ),
+        policy(
+            f"strimzi-cluster-operator-to-{connect_name}-connect",
+            kafka.namespace,
+            STRIMZI_OPERATOR_POD_LABELS,
+            egress=[rule([peer(namespace, connect)], [KAFKA_CONNECT_REST_PORT], "to")],
+        ),
+    ]
+
+
+def postgres_policies(
+    namespace: str, connect_namespace: str, connect_name: str, workload: bool = False
+) -> list[Policy]:
+    """The in-cluster database's namespace: deny all, DNS, and only Kafka Connect -> PostgreSQL; with
+    `workload` (dev's load generators), also the application workload that writes the tables
+    (jobs.producers.cdc_workload, run as a load generator in Connect's namespace)."""
+    clients = [peer(connect_namespace, kafka_connect_pod_labels(connect_name))]
+    if workload:
+        clients.append(peer(connect_namespace, LOAD_GENERATOR_POD_LABELS))
+    return [
+        *baseline(namespace),
+        policy(
+            "postgres",
+            namespace,
+            POSTGRES_POD_LABELS,
+            ingress=[rule(clients, [POSTGRES_PORT], "from")],
+            egress=[],
+        ),
+    ]
+
+
+def workload_database_policy(namespace: str, database_namespace: str) -> Policy:
+    """Load generators (the dev application workload) -> the in-cluster PostgreSQL, beside their Kafka
+    egress (`load_generator_policy`): policies add up."""
+    return policy(
+        f"{LOAD_GENERATOR_APP}-to-postgres",
+        namespace,
+        LOAD_GENERATOR_POD_LABELS,
+        egress=[rule([peer(database_namespace, POSTGRES_POD_LABELS)], [POSTGRES_PORT], "to")],
+    )

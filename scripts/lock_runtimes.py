@@ -1,5 +1,6 @@
-"""Regenerate streamstack/runtimes.lock.json: pinned Maven jars and the Prometheus and Alertmanager .debs,
-with sha256; then the jobs image's connector jars (jobs/Dockerfile) from the same lock entries.
+"""Regenerate streamstack/runtimes.lock.json: pinned Maven jars and the Prometheus, Alertmanager and
+PostgreSQL .debs, with sha256; then the jobs image's connector jars (jobs/Dockerfile) from the same lock
+entries.
 
 Maintainers only (needs mvn, apt-get and network); `streamstack.runtimes` reads the lock at run time.
 
@@ -42,6 +43,17 @@ METRICS_REPORTER_ROOTS = ["io.strimzi:metrics-reporter:0.2.0"]
 # any version: pyspark's jar wins), which leaves the connector, its token provider, kafka-clients and
 # commons-pool2 at the versions the connector's POM declares.
 SPARK_KAFKA_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+
+# Debezium's PostgreSQL connector, a Kafka Connect plugin: its runtime closure minus every artifact the
+# "kafka" set (Kafka Connect's own classpath) already has, in any version, which leaves the Debezium modules,
+# the PostgreSQL JDBC driver, protobuf-java and the few libraries Connect lacks. Every Debezium module is
+# 3.6.1.Final; that release is built against Kafka 4.3.0's connect-api (its POM's closure), the API that
+# Kafka 4.3.1, a patch release, keeps.
+DEBEZIUM_ROOTS = ["io.debezium:debezium-connector-postgres:3.6.1.Final"]
+
+# Debian bookworm's PostgreSQL 15 server and the libpq5 its programs link; unpacked, never installed.
+POSTGRESQL_PACKAGES = ("postgresql-15", "libpq5")
+POSTGRESQL_VERSION = "15.20-0+deb12u1"
 
 NOTE = (
     "spark-kafka is the Kafka source/sink for pyspark 4.3.0: Maven Central (as reachable when locking) "
@@ -156,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
         if clashes:
             sys.exit(f"the metrics reporter brings jars the broker already has: {', '.join(clashes)}")
         spark_kafka = spark_kafka_set(tmpdir / "spark-kafka")
+        debezium = [
+            entry
+            for entry in resolve(DEBEZIUM_ROOTS, transitive=True, workdir=tmpdir / "debezium")
+            if (entry[0], entry[1]) not in on_broker
+        ]
         maven = [
             {
                 "set": jar_set,
@@ -168,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("kafka", kafka),
                 ("kafka-metrics-reporter", reporter),
                 ("spark-kafka", spark_kafka),
+                ("debezium", debezium),
             )
             for group, artifact, version, jar in jars
         ]
@@ -175,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
         alertmanager_deb = download_deb(
             ALERTMANAGER_PACKAGE, ALERTMANAGER_VERSION, PROMETHEUS_ARCHITECTURE, tmpdir / "alertmanager-debs"
         )
+        postgresql_debs = [
+            download_deb(name, POSTGRESQL_VERSION, PROMETHEUS_ARCHITECTURE, tmpdir / f"{name}-debs")
+            for name in POSTGRESQL_PACKAGES
+        ]
         lock = json.loads(LOCK_PATH.read_text())  # entries this script does not make are kept as they are
         lock.update(
             {
@@ -193,13 +215,23 @@ def main(argv: list[str] | None = None) -> int:
                     "architecture": PROMETHEUS_ARCHITECTURE,
                     "sha256": sha256_of(alertmanager_deb),
                 },
+                "postgresql": [
+                    {
+                        "name": name,
+                        "version": POSTGRESQL_VERSION,
+                        "architecture": PROMETHEUS_ARCHITECTURE,
+                        "sha256": sha256_of(deb_file),
+                    }
+                    for name, deb_file in zip(POSTGRESQL_PACKAGES, postgresql_debs, strict=True)
+                ],
             }
         )
     LOCK_PATH.write_text(json.dumps(lock, indent=2) + "\n")
     write_dockerfile(runtimes.load_lock(LOCK_PATH))
     print(
         f"wrote {LOCK_PATH}: {len(kafka)} kafka jars, {len(reporter)} metrics reporter jars, "
-        f"{len(spark_kafka)} spark-kafka jars, {deb.name}, {alertmanager_deb.name}; and {JOBS_DOCKERFILE}"
+        f"{len(spark_kafka)} spark-kafka jars, {len(debezium)} debezium jars, "
+        f"{deb.name}, {alertmanager_deb.name}; and {JOBS_DOCKERFILE}"
     )
     return 0
 

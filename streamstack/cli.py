@@ -32,6 +32,8 @@ from streamstack.local.pipeline import Pipeline, streaming_pipeline
 from streamstack.local.process import STOP_SIGNALS
 from streamstack.local.restart_policy import RESTART_TYPES, RestartPolicy
 from streamstack.local.stack import (
+    CHANGELOG_SOURCES,
+    DEFAULT_CHANGELOG_SOURCE,
     LocalStack,
     LocalStackOptions,
     job_statuses,
@@ -116,6 +118,13 @@ def _stack_flags() -> tuple[Flag, ...]:
         Flag("--rate", "events per second from each producer", float, 50.0),
         Flag("--trigger-interval", "micro-batch trigger of every job", default="5 seconds"),
         Flag("--jobs", f"run only these jobs (default all: {jobs})", metavar="NAME[,NAME]"),
+        Flag(
+            "--changelog-source",
+            "where the users/orders changelogs come from: PostgreSQL through Debezium, or the synthetic "
+            "changelog producer (no database)",
+            default=DEFAULT_CHANGELOG_SOURCE,
+            choices=CHANGELOG_SOURCES,
+        ),
         Flag(
             "--restart-policy",
             "restartPolicy.type of charts/streaming-job: restart after any exit, a failure only, or never",
@@ -248,6 +257,11 @@ def _endpoints(state: dict[str, Any]) -> str:
         f"Prometheus        {state['prometheus']['url']}",
         f"lag exporter      {state['exporter']['metrics_url']}",
     ]
+    if state.get("cdc"):
+        lines += [
+            f"PostgreSQL        {state['cdc']['postgres']}",
+            f"Kafka Connect     {state['cdc']['connect_url']}  (connector {state['cdc']['connector']})",
+        ]
     lines += [f"{job['name']:<17} {job['metrics_url']}  (log {job['log']})" for job in state["jobs"]]
     lines.append(f"state and logs    {state['workdir']}")
     return "\n".join(lines)
@@ -265,6 +279,7 @@ def _options(args: argparse.Namespace, workdir: Path) -> LocalStackOptions:
         supervisor_port=args.supervisor_port,
         rate=args.rate,
         trigger_interval=args.trigger_interval,
+        changelog_source=args.changelog_source,
         restart_policy=RestartPolicy(
             type=args.restart_policy,
             on_failure_retries=args.restart_retries,

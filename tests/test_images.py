@@ -1,6 +1,6 @@
-"""The two Dockerfiles, read as data (no Docker engine here to build them): pinned base images, non-root
-users, the connector jars and Python packages at exactly the project's pins, layouts the charts rely on,
-and checkov."""
+"""The three Dockerfiles (jobs, exporter, Kafka Connect), read as data (no Docker engine here to build
+them): pinned base images, non-root users, the connector and plugin jars and Python packages at exactly the
+project's pins, layouts the charts rely on, and checkov."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tests.charts.checkov import assert_clean, run_checkov
 
 JOBS_DOCKERFILE = REPO_ROOT / "jobs" / "Dockerfile"
 EXPORTER_DOCKERFILE = REPO_ROOT / "monitoring" / "Dockerfile"
+CONNECT_DOCKERFILE = REPO_ROOT / "infra" / "connect" / "Dockerfile"
 SHA256 = r"[0-9a-f]{64}"
 
 
@@ -75,14 +76,30 @@ def chart_defaults(chart: str) -> dict[str, object]:
 
 
 def pip_requirements(instructions: list[Instruction]) -> dict[str, tuple[str, str]]:
-    """name -> (version, sha256) from the requirements file the Dockerfile writes with a heredoc."""
+    """name -> (version, sha256s) from the requirements file the Dockerfile writes with a heredoc."""
     requirements = {}
     for instruction in instructions:
         for match in re.finditer(
-            rf"^([A-Za-z0-9_.-]+)==(\S+) --hash=sha256:({SHA256})$", instruction.heredoc, re.M
+            rf"^([A-Za-z0-9_.-]+)==(\S+)((?: --hash=sha256:{SHA256})+)$", instruction.heredoc, re.M
         ):
-            requirements[match.group(1).lower()] = (match.group(2), match.group(3))
+            requirements[match.group(1).lower()] = (match.group(2), match.group(3).strip())
     return requirements
+
+
+def constraint_pins() -> dict[str, str]:
+    """name -> version of every package constraints.txt pins (names normalized)."""
+    pins = {}
+    for line in (REPO_ROOT / "constraints.txt").read_text().splitlines():
+        name, separator, version = line.partition("==")
+        if separator:
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+# The jobs image's packages beyond the exporter's: pandas and pyarrow (applyInPandasWithState) at
+# pyproject's pins, and what they need at run time, installed with --no-deps, at constraints.txt's pins.
+JOBS_ONLY_PINNED = ("pandas", "pyarrow")
+JOBS_ONLY_DEPENDENCIES = ("numpy", "python-dateutil", "pytz", "tzdata")
 
 
 @pytest.mark.parametrize("dockerfile", [JOBS_DOCKERFILE, EXPORTER_DOCKERFILE], ids=["jobs", "exporter"])
@@ -165,16 +182,20 @@ def test_python_packages_are_the_project_pins() -> None:
     pins = project_pins()
     jobs = parse(JOBS_DOCKERFILE)
     exporter = parse(EXPORTER_DOCKERFILE)
-    for instructions in (jobs, exporter):
+    constraints = constraint_pins()
+    shared = {"kafka-python": pins["kafka-python"], "prometheus-client": pins["prometheus-client"]}
+    jobs_only = {
+        **{name: pins[name] for name in JOBS_ONLY_PINNED},
+        **{name: constraints[name] for name in JOBS_ONLY_DEPENDENCIES},
+    }
+    for instructions, expected in ((jobs, {**shared, **jobs_only}), (exporter, shared)):
         requirements = pip_requirements(instructions)
-        assert {name: version for name, (version, _) in requirements.items()} == {
-            "kafka-python": pins["kafka-python"],
-            "prometheus-client": pins["prometheus-client"],
-        }
+        assert {name: version for name, (version, _) in requirements.items()} == expected
         (install,) = [run for run in only(instructions, "RUN") if "pip install" in run.arguments]
         for flag in ("--require-hashes", "--no-deps", "--only-binary :all:", "--no-cache-dir"):
             assert flag in install.arguments
-    assert pip_requirements(jobs) == pip_requirements(exporter)
+    exporter_requirements = pip_requirements(exporter)
+    assert {name: pip_requirements(jobs)[name] for name in exporter_requirements} == exporter_requirements
 
 
 def test_jobs_image_layout_is_what_the_chart_submits() -> None:
@@ -188,6 +209,26 @@ def test_jobs_image_layout_is_what_the_chart_submits() -> None:
     assert "--target /opt/streamstack/lib" in install.arguments
     template = (REPO_ROOT / "charts" / "streaming-job" / "templates" / "sparkapplication.yaml").read_text()
     assert "local:///opt/streamstack/app/jobs/%s/__main__.py" in template
+
+
+def test_jobs_image_builds_the_jobs_jvm_jar_with_its_build_script() -> None:
+    """The jar is compiled in the image by jobs/jvm/build.py (which names its place there), after the jobs are
+    copied in, with the JDK of a Temurin image pinned to a Java 17 version, mounted for that step only."""
+    instructions = parse(JOBS_DOCKERFILE)
+    keywords = [instruction.keyword for instruction in instructions]
+    (build,) = [run for run in only(instructions, "RUN") if "jobs.jvm.build" in run.arguments]
+    assert "python3 -m jobs.jvm.build --image" in build.arguments
+    mount = re.search(
+        r"--mount=type=bind,from=(\S+?),source=/opt/java/openjdk,target=/opt/jdk", build.arguments
+    )
+    assert mount and re.fullmatch(
+        r"eclipse-temurin:17\.0\.\d+_\d+-jdk-[a-z]+(@sha256:[0-9a-f]{64})?", mount.group(1)
+    )
+    assert "PATH=/opt/jdk/bin:" in build.arguments
+    copy_jobs = next(
+        i for i, x in enumerate(instructions) if x.arguments == "jobs/ /opt/streamstack/app/jobs/"
+    )
+    assert copy_jobs < instructions.index(build) < keywords.index("USER", copy_jobs)
 
 
 def test_exporter_image_holds_only_the_exporter() -> None:
@@ -228,11 +269,65 @@ def test_checkov_passes_the_dockerfiles() -> None:
     checkov = runtimes.ensure_checkov(log=lambda line: print(line, file=sys.stderr))
     report = run_checkov(
         checkov,
-        ["--framework", "dockerfile", "--file", str(JOBS_DOCKERFILE), "--file", str(EXPORTER_DOCKERFILE)],
+        [
+            "--framework",
+            "dockerfile",
+            "--file",
+            str(JOBS_DOCKERFILE),
+            "--file",
+            str(EXPORTER_DOCKERFILE),
+            "--file",
+            str(CONNECT_DOCKERFILE),
+        ],
     )
     assert_clean(report)
     skipped = sorted({check["check_id"] for check in report["results"]["skipped_checks"]})
     assert skipped == ["CKV_DOCKER_2", "CKV_DOCKER_4"]
+
+
+def test_connect_image_is_strimzis_kafka_image_of_the_stacks_versions() -> None:
+    """infra/connect/Dockerfile: the Kafka Connect runtime Strimzi runs for the pinned operator and Kafka
+    version of both stacks, pinned by tag (and digest where it was resolved), non-root at the end."""
+    text = CONNECT_DOCKERFILE.read_text()
+    assert re.match(r"^# syntax=docker/dockerfile:\d+\.\d+\n", text)
+    instructions = parse(CONNECT_DOCKERFILE)
+    (base,) = only(instructions, "FROM")
+    match = re.fullmatch(
+        rf"quay\.io/strimzi/kafka:(\d+\.\d+\.\d+)-kafka-(\d+\.\d+\.\d+)(@sha256:{SHA256})?", base.arguments
+    )
+    assert match, base.arguments
+    for stack in ("dev", "prod"):
+        kafka = yaml.safe_load((REPO_ROOT / f"Pulumi.{stack}.yaml").read_text())["config"][
+            "streamstack:kafka"
+        ]
+        assert (match.group(1), match.group(2)) == (kafka["operatorChartVersion"], kafka["version"])
+    assert instructions[-1].keyword == "USER"
+    uid = instructions[-1].arguments.partition(":")[0]
+    assert uid.isdigit() and int(uid) != 0, "a numeric uid, so that runAsNonRoot can verify it"
+    assert not only(instructions, "COPY"), "the image copies nothing from the repository"
+
+
+def test_connect_image_plugin_jars_are_the_locked_debezium_set() -> None:
+    """One source for the Debezium plugin: the lock's "debezium" set, which the local Kafka Connect loads,
+    is what the Connect image fetches, each jar with its sha256, into one plugin directory."""
+    lock = runtimes.load_lock()
+    locked = {
+        (artifact.repository_path, artifact.sha256)
+        for artifact in lock.maven
+        if artifact.jar_set == "debezium"
+    }
+    assert any("debezium-connector-postgres" in path for path, _ in locked)
+    baked = set()
+    maven = re.escape(runtimes.DEFAULT_MAVEN_REPO)
+    for instruction in only(parse(CONNECT_DOCKERFILE), "ADD"):
+        match = re.fullmatch(
+            rf"--checksum=sha256:({SHA256}) --chmod=644 {maven}/(\S+\.jar) "
+            r"/opt/kafka/plugins/debezium-connector-postgres/",
+            instruction.arguments,
+        )
+        assert match, instruction.arguments
+        baked.add((match.group(2), match.group(1)))
+    assert baked == locked
 
 
 OWN_PACKAGES = ("contracts", "infra", "jobs", "monitoring", "streamstack")

@@ -106,6 +106,7 @@ def chart_values(args: StreamingJobArgs) -> dict[str, Any]:
             # Without a configured limit the pod may use the cores Spark plans with.
             "coreLimit": job.driver.core_limit or str(job.driver.cores),
             "memory": job.driver.memory,
+            **({"memoryOverhead": job.driver.memory_overhead} if job.driver.memory_overhead else {}),
         },
         "executor": {
             "instances": job.executor.instances,
@@ -113,6 +114,7 @@ def chart_values(args: StreamingJobArgs) -> dict[str, Any]:
             "coreRequest": job.executor.core_request,
             "coreLimit": job.executor.core_limit or str(job.executor.cores),
             "memory": job.executor.memory,
+            **({"memoryOverhead": job.executor.memory_overhead} if job.executor.memory_overhead else {}),
         },
         # With Always the operator resubmits after every stop, waiting interval x attempts (linear backoff).
         "restartPolicy": {

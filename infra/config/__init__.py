@@ -36,6 +36,7 @@ from infra.config.base import (
     Section,
     setting,
 )
+from infra.config.cdc import CdcConfig, ConnectConfig, DatabaseConfig, ExternalDatabase, InClusterDatabase
 from infra.config.cluster import ClusterConfig, NodePool
 from infra.config.kafka import KafkaConfig, TopicConfig, require_topic_fits
 from infra.config.monitoring import (
@@ -49,7 +50,13 @@ from infra.config.monitoring import (
     MonitoringConfig,
     require_exporter_reach,
 )
-from infra.config.secrets import GRAFANA_ADMIN_PASSWORD, alerting_secrets, grafana_admin_password
+from infra.config.secrets import (
+    CDC_DATABASE_PASSWORD,
+    GRAFANA_ADMIN_PASSWORD,
+    alerting_secrets,
+    cdc_database_password,
+    grafana_admin_password,
+)
 from infra.config.spark import (
     CheckpointConfig,
     DriverResources,
@@ -74,6 +81,7 @@ from infra.config.versions import (
 __all__ = [
     "ACCESS_MODES",
     "ALERT_SEVERITIES",
+    "CDC_DATABASE_PASSWORD",
     "CLEANUP_POLICIES",
     "CRDS_DIR",
     "CRDS_SOURCE_FILE",
@@ -98,12 +106,17 @@ __all__ = [
     "STRIMZI_MIN_KUBERNETES",
     "URL_NOTIFIERS",
     "AlertingConfig",
+    "CdcConfig",
     "CheckpointConfig",
     "ClusterConfig",
     "ConfigError",
+    "ConnectConfig",
+    "DatabaseConfig",
     "DriverResources",
     "ExecutorResources",
+    "ExternalDatabase",
     "ImageReference",
+    "InClusterDatabase",
     "JobConfig",
     "KafkaConfig",
     "LagExporterConfig",
@@ -119,6 +132,7 @@ __all__ = [
     "StackConfig",
     "TopicConfig",
     "alerting_secrets",
+    "cdc_database_password",
     "check_known_keys",
     "configured_keys",
     "grafana_admin_password",

@@ -12,6 +12,8 @@ from infra.config.monitoring import ALERT_SEVERITIES, NOTIFIER_SECRETS, URL_NOTI
 
 # The one secret setting: a plain string read only with `get_secret`, never part of `load()`'s sections.
 GRAFANA_ADMIN_PASSWORD = "grafanaAdminPassword"
+# The CDC database login's password (streamstack:cdc): Kafka Connect's, and the in-cluster PostgreSQL's.
+CDC_DATABASE_PASSWORD = "cdcDatabasePassword"
 
 
 def grafana_admin_password() -> pulumi.Output[str] | None:
@@ -78,3 +80,34 @@ def alerting_secrets(alerting: AlertingConfig) -> dict[str, pulumi.Output[str]]:
             )
         secrets[notifier] = value
     return secrets
+
+
+def cdc_database_password(enabled: bool) -> pulumi.Output[str] | None:
+    """The stack secret `streamstack:cdcDatabasePassword` as a Pulumi secret while CDC is enabled; None when
+    it is unset (the preview warns and the stack leaves CDC out: nothing can log in without it).
+
+    Like `grafana_admin_password`: a value set without `--secret` raises ConfigError naming the key, as does
+    an empty one; a value set while CDC is disabled does too (it would be ignored silently)."""
+    password = pulumi.Config(PREFIX).get_secret(CDC_DATABASE_PASSWORD)
+    command = f"`pulumi config set --secret {CDC_DATABASE_PASSWORD} <password>`"
+    if password is None:
+        if enabled:
+            pulumi.log.warn(
+                f"{setting(CDC_DATABASE_PASSWORD)}: not set, so the stack leaves change data capture out "
+                f"({setting('cdc')}: no Kafka Connect, no database); set it with {command}"
+            )
+        return None
+    if not pulumi.runtime.is_config_secret(setting(CDC_DATABASE_PASSWORD)):
+        raise ConfigError(
+            f"{setting(CDC_DATABASE_PASSWORD)}: set in plain text; remove it (`pulumi config rm "
+            f"{CDC_DATABASE_PASSWORD}`), change the database password and set it with {command}"
+        )
+    # The raw value, checked before any resource exists and never printed.
+    if not str(pulumi.runtime.get_config(setting(CDC_DATABASE_PASSWORD))).strip():
+        raise ConfigError(f"{setting(CDC_DATABASE_PASSWORD)}: empty; set it with {command}")
+    if not enabled:
+        raise ConfigError(
+            f"{setting(CDC_DATABASE_PASSWORD)}: set, but {setting('cdc.enabled')} is not true: enable CDC or "
+            f"remove the secret (`pulumi config rm {CDC_DATABASE_PASSWORD}`)"
+        )
+    return password

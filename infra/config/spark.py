@@ -149,14 +149,18 @@ class SparkPodResources:
     core_request: str = "250m"
     core_limit: str | None = None
     memory: str = "1g"
+    # spark.{driver,executor}.memoryOverhead: the pod's memory beyond the heap (JVM off-heap, the Python
+    # process); None keeps Spark's max(0.4 x heap, 384 MiB) for a PySpark application.
+    memory_overhead: str | None = None
     origin: Origin
 
     def __post_init__(self) -> None:
         require_minimum(self.origin.name("cores"), self.cores, 1)
         _require_quantity(self.origin.name("coreRequest"), self.core_request)
         _require_quantity(self.origin.name("coreLimit"), self.core_limit)
-        if not _SPARK_MEMORY.match(self.memory):
-            raise ConfigError(f"{self.origin.name('memory')}: {self.memory!r} is not Spark memory like 1g")
+        for key, value in (("memory", self.memory), ("memoryOverhead", self.memory_overhead)):
+            if value is not None and not _SPARK_MEMORY.match(value):
+                raise ConfigError(f"{self.origin.name(key)}: {value!r} is not Spark memory like 1g")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -304,6 +308,7 @@ def _pod_resources(part: Layered) -> dict[str, Any]:
         "core_request": part.string("coreRequest", SparkPodResources.core_request),
         "core_limit": part.string("coreLimit", None),
         "memory": part.string("memory", SparkPodResources.memory),
+        "memory_overhead": part.string("memoryOverhead", None),
         "origin": part.origin(),
     }
 
@@ -340,9 +345,9 @@ def _job(entry: Section, defaults: Section) -> JobConfig:
         topics = tuple(overridden.items())
 
     driver = layered.child("driver")
-    driver.only("cores", "coreRequest", "coreLimit", "memory")
+    driver.only("cores", "coreRequest", "coreLimit", "memory", "memoryOverhead")
     executor = layered.child("executor")
-    executor.only("instances", "cores", "coreRequest", "coreLimit", "memory")
+    executor.only("instances", "cores", "coreRequest", "coreLimit", "memory", "memoryOverhead")
     checkpoint = layered.child("checkpoint")
     checkpoint.only("accessMode", "storageClass", "size", "protect")
     return JobConfig(

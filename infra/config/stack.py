@@ -9,6 +9,7 @@ import pulumi
 
 from infra.config import versions
 from infra.config.base import PREFIX, ConfigError, Section, setting
+from infra.config.cdc import CdcConfig, _cdc
 from infra.config.cluster import ClusterConfig, _cluster
 from infra.config.kafka import KafkaConfig, TopicConfig, _kafka, _topics, require_topic_fits
 from infra.config.monitoring import (
@@ -23,7 +24,7 @@ from infra.config.monitoring import (
     _monitoring,
     require_exporter_reach,
 )
-from infra.config.secrets import GRAFANA_ADMIN_PASSWORD
+from infra.config.secrets import CDC_DATABASE_PASSWORD, GRAFANA_ADMIN_PASSWORD
 from infra.config.spark import (
     _JOB_DEFAULT_KEYS,
     JobConfig,
@@ -45,6 +46,7 @@ class StackConfig:
     monitoring: MonitoringConfig
     load_generator: LoadGeneratorConfig = field(default_factory=LoadGeneratorConfig)
     alerting: AlertingConfig = field(default_factory=AlertingConfig)
+    cdc: CdcConfig = field(default_factory=CdcConfig)
 
     def __post_init__(self) -> None:
         minimum = versions.STRIMZI_MIN_KUBERNETES[self.kafka.operator_chart_version]
@@ -81,6 +83,7 @@ SECTIONS = (
     "monitoring",
     "loadGenerator",
     "alerting",
+    "cdc",
 )
 
 
@@ -93,7 +96,7 @@ def configured_keys() -> set[str]:
 
 def check_known_keys(keys: Iterable[str]) -> None:
     """A misspelt top-level key (`streamstack:kafak`) would otherwise be ignored and its defaults used."""
-    known = (*SECTIONS, GRAFANA_ADMIN_PASSWORD, *NOTIFIER_SECRETS.values())
+    known = (*SECTIONS, GRAFANA_ADMIN_PASSWORD, CDC_DATABASE_PASSWORD, *NOTIFIER_SECRETS.values())
     unknown = sorted(set(keys) - set(known))
     if unknown:
         raise ConfigError(f"{setting(unknown[0])}: unknown setting (known: {', '.join(sorted(known))})")
@@ -124,4 +127,5 @@ def load(read: Callable[[str], object] | None = None) -> StackConfig:
         monitoring=_monitoring(Section("monitoring", raw["monitoring"])),
         load_generator=_load_generator(Section("loadGenerator", raw["loadGenerator"])),
         alerting=_alerting(Section("alerting", raw["alerting"])),
+        cdc=_cdc(Section("cdc", raw["cdc"])),
     )

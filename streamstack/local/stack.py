@@ -18,7 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contracts.cdc import cdc_source
+from contracts.pipeline import Producer
 from streamstack.errors import StreamstackError
+from streamstack.local.connect import WORKLOAD_NAME, LocalCdcSource
 from streamstack.local.identity import ProcessIdentity, identity_mismatch
 from streamstack.local.jobs import lag_exporter_process, producer_process, spark_job_process
 from streamstack.local.kafka import LocalKafka
@@ -32,8 +35,13 @@ from streamstack.local.status import JobStatus, read_job_status
 from streamstack.local.supervision import Supervisor
 from streamstack.local.supervisor_metrics import SupervisorMetricsServer
 from streamstack.runtimes import Runtimes
+from streamstack.runtimes.cdc import ensure_cdc
 
 STATE_FILE = "state.json"
+# Where the users/orders changelogs come from: PostgreSQL through Kafka Connect + Debezium (contracts/cdc.py),
+# or the synthetic changelog producer writing what Debezium would.
+CHANGELOG_SOURCES = ("database", "synthetic")
+DEFAULT_CHANGELOG_SOURCE = "database"
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,7 @@ class LocalStackOptions:
     rate: float = 50.0
     trigger_interval: str = "5 seconds"
     restart_policy: RestartPolicy = field(default_factory=RestartPolicy)
+    changelog_source: str = DEFAULT_CHANGELOG_SOURCE
 
     @classmethod
     def on_free_ports(cls, workdir: Path, **settings: Any) -> LocalStackOptions:
@@ -194,6 +203,7 @@ class LocalStack:
         self._processes: list[ManagedProcess] = []
         self._kafka: LocalKafka | None = None
         self._prometheus: LocalPrometheus | None = None
+        self._cdc: LocalCdcSource | None = None
         self._state: dict[str, Any] = {}
         self._supervisor = Supervisor(options.restart_policy, self._record, self._record_children)
         self._supervisor_metrics: SupervisorMetricsServer | None = None
@@ -295,6 +305,7 @@ class LocalStack:
         }
         self._write_state()
         kafka.create_topics(self.pipeline.topics)
+        producers = self._start_cdc_source(run_dir, kafka)
 
         self._state["jobs"] = []
         for job, port in zip(self.pipeline.jobs, metrics_ports, strict=True):
@@ -325,8 +336,7 @@ class LocalStack:
                 }
             )
 
-        self._state["producers"] = []
-        for producer in self.pipeline.producers:
+        for producer in producers:
             process = self._start_tracked(
                 producer_process(
                     self.runtimes,
@@ -373,10 +383,56 @@ class LocalStack:
         self._state["ready"] = True
         self._write_state()
 
+    def _start_cdc_source(self, run_dir: Path, kafka: LocalKafka) -> tuple[Producer, ...]:
+        """With `changelog_source` database: PostgreSQL, Kafka Connect with the Debezium connector, and the
+        application workload in place of the synthetic producers of the captured topics (at their rate).
+        Returns the synthetic producers still to start."""
+        self._state["producers"] = []
+        producers = self.pipeline.producers
+        if self.options.changelog_source == "synthetic":
+            return producers
+        if self.options.changelog_source not in CHANGELOG_SOURCES:
+            raise StreamstackError(
+                f"--changelog-source {self.options.changelog_source!r}: expected one of "
+                f"{', '.join(CHANGELOG_SOURCES)}"
+            )
+        source = cdc_source()
+        captured = [p for p in producers if set(p.flags) & set(source.topics)]
+        if not captured:
+            return producers  # no job of this run reads a captured table
+        cdc = LocalCdcSource(
+            self.runtimes,
+            ensure_cdc(log=lambda _line: None),
+            source,
+            run_dir,
+            bootstrap_servers=kafka.bootstrap_servers,
+            record=self._record,
+        )
+        self._cdc = cdc
+        cdc.start()
+        self._state["cdc"] = {
+            "postgres": f"{LOOPBACK}:{cdc.postgres.port}",
+            "connect_url": cdc.connect.url,
+            "connector": source.connector_name,
+            "log": str(cdc.connect.log_path),
+        }
+        rates = [
+            p.arguments[i + 1] for p in captured for i, a in enumerate(p.arguments[:-1]) if a == "--rate"
+        ]
+        rate = float(rates[-1]) if rates else self.options.rate
+        workload = self._start_tracked(
+            cdc.workload_process(rate, run_dir / "logs" / f"{WORKLOAD_NAME}.log"), "producer"
+        )
+        self._state["producers"].append(
+            {"name": WORKLOAD_NAME, "topic": ",".join(source.topics), "log": str(workload.log_path)}
+        )
+        return tuple(p for p in producers if p not in captured)
+
     def supervise(self) -> list[str]:
         """One round of supervision, without blocking: StreamstackError if Kafka or Prometheus died (the whole
         stack then stops), else restart what the policy says; one line per event."""
-        for service in (self._kafka, self._prometheus):
+        cdc_services = self._cdc.services if self._cdc is not None else ()
+        for service in (self._kafka, self._prometheus, *cdc_services):
             if service is not None and (exit_code := service.exit_code()) is not None:
                 raise StreamstackError(_service_died(service, exit_code))
         return self._supervisor.tick()
@@ -387,6 +443,8 @@ class LocalStack:
             process.stop()
         if self._prometheus is not None:
             self._prometheus.stop()
+        if self._cdc is not None:
+            self._cdc.stop()
         if self._kafka is not None:
             self._kafka.stop()
         if self._supervisor_metrics is not None:

@@ -1,5 +1,6 @@
-"""Third-party runtimes (Kafka, its metrics reporter and Spark-Kafka jars, Prometheus, Alertmanager) and tools
-(helm, actionlint, checkov) in the cache: pinned, checked, re-used.
+"""Third-party runtimes (Kafka, its metrics reporter and Spark-Kafka jars, Prometheus, Alertmanager; for
+change data capture PostgreSQL and the Debezium plugin, streamstack.runtimes.cdc) and tools (helm,
+actionlint, checkov) in the cache: pinned, checked, re-used.
 
 The versions and sha256 come from runtimes.lock.json, written by scripts/lock_runtimes.py.
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from streamstack.errors import StreamstackError
 from streamstack.paths import cache_dir
+from streamstack.runtimes.cdc import ensure_cdc, locate_cdc
 from streamstack.runtimes.fetch import ensure
 from streamstack.runtimes.locate import locate
 from streamstack.runtimes.tools import ensure_checkov, ensure_go_tools, locate_checkov, locate_go_tools
@@ -18,7 +19,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m streamstack.runtimes",
         description=(
-            "Fetch the pinned Kafka, Spark-Kafka, Prometheus, Alertmanager, helm, actionlint and checkov."
+            "Fetch the pinned Kafka, Spark-Kafka, Prometheus, Alertmanager, PostgreSQL, Debezium, helm, "
+            "actionlint and checkov."
         ),
     )
     parser.add_argument("--check", action="store_true", help="only check the cache; download nothing")
@@ -32,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     checkov: Path | None = None
     try:
         runtimes = locate() if args.check else ensure()
+        cdc = locate_cdc() if args.check else ensure_cdc()
         if args.kubernetes_tools:
             go_tools = locate_go_tools() if args.check else ensure_go_tools()
             checkov = locate_checkov() if args.check else ensure_checkov()
@@ -46,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"promtool     {runtimes.promtool}")
     print(f"alertmanager {runtimes.alertmanager}")
     print(f"amtool       {runtimes.amtool}")
+    print(f"postgresql   {cdc.postgresql_bin}")
+    print(f"debezium     {len(cdc.debezium_jars)} jars")
     for name, path in go_tools.items():
         print(f"{name:<12} {path}")
     if checkov is not None:

@@ -13,6 +13,7 @@ __all__ = [
     "ALERTMANAGER_DIR_ENV",
     "APT_OPTIONS",
     "APT_TIMEOUT_S",
+    "DEBEZIUM_SET",
     "DEFAULT_MAVEN_REPO",
     "JOBS_IMAGE_JARS_BEGIN",
     "JOBS_IMAGE_JARS_DIR",
@@ -23,11 +24,14 @@ __all__ = [
     "MIN_JAVA_VERSION",
     "NETWORK_TIMEOUT_S",
     "PARALLEL_DOWNLOADS",
+    "POSTGRESQL",
+    "POSTGRESQL_DIR_ENV",
     "PROMETHEUS",
     "PROMETHEUS_DIR_ENV",
     "PROMETHEUS_READY_MARKER",
     "SETUP_HINT",
     "VERIFIED_STAMP_SUFFIX",
+    "CdcRuntimes",
     "DebPackage",
     "DebRuntime",
     "Lock",
@@ -36,6 +40,7 @@ __all__ = [
     "jar_path",
     "jobs_image_jar_instructions",
     "load_lock",
+    "postgresql_home",
     "prometheus_home",
     "pyspark_bundles",
     "pyspark_jars_dir",
@@ -54,6 +59,14 @@ PROMETHEUS_DIR_ENV = "STREAMSTACK_PROMETHEUS_DIR"
 
 
 ALERTMANAGER_DIR_ENV = "STREAMSTACK_ALERTMANAGER_DIR"
+
+
+# A directory holding `postgres` and `initdb` (e.g. /usr/lib/postgresql/15/bin) instead of the locked .debs.
+POSTGRESQL_DIR_ENV = "STREAMSTACK_POSTGRESQL_DIR"
+
+
+# The lock's Maven set of Debezium's PostgreSQL connector plugin (Kafka Connect runs from the "kafka" set).
+DEBEZIUM_SET = "debezium"
 
 
 MIN_JAVA_VERSION = 17
@@ -85,9 +98,10 @@ PROMETHEUS_READY_MARKER = ".streamstack-ready"
 
 @dataclass(frozen=True)
 class MavenArtifact:
-    """One pinned jar; jar_set is "kafka" (the broker and its tools), "kafka-metrics-reporter" (Strimzi's
-    Prometheus metrics reporter, on the broker's classpath) or "spark-kafka" (the connector for pyspark, also
-    baked into the jobs image)."""
+    """One pinned jar; jar_set is "kafka" (the broker, Kafka Connect and the tools), "kafka-metrics-reporter"
+    (Strimzi's Prometheus metrics reporter, on the broker's classpath), "spark-kafka" (the connector for
+    pyspark, also baked into the jobs image) or "debezium" (Debezium's PostgreSQL connector plugin and what
+    it needs beyond Kafka Connect's classpath)."""
 
     jar_set: str
     group: str
@@ -132,6 +146,19 @@ class Lock:
     maven: tuple[MavenArtifact, ...]
     prometheus: DebPackage
     alertmanager: DebPackage
+    # PostgreSQL's server (postgresql-15) and the libpq5 its programs link, unpacked together.
+    postgresql: tuple[DebPackage, ...] = ()
+
+
+@dataclass(frozen=True)
+class CdcRuntimes:
+    """What the change-data-capture source needs besides Kafka: PostgreSQL's programs (`bin`: postgres,
+    initdb, pg_ctl; `lib`: the libpq they link, for LD_LIBRARY_PATH; None when the system's are used) and
+    the Debezium plugin's jars (Kafka Connect itself runs from `Runtimes.kafka_classpath`)."""
+
+    postgresql_bin: Path
+    postgresql_lib: Path | None
+    debezium_jars: tuple[Path, ...]
 
 
 @dataclass(frozen=True)
@@ -163,6 +190,9 @@ PROMETHEUS = DebRuntime(("prometheus", "promtool"), PROMETHEUS_DIR_ENV)
 ALERTMANAGER = DebRuntime(("prometheus-alertmanager", "amtool"), ALERTMANAGER_DIR_ENV)
 
 
+POSTGRESQL = DebRuntime(("postgres", "initdb"), POSTGRESQL_DIR_ENV)
+
+
 def load_lock(path: Path = LOCK_PATH) -> Lock:
     data = json.loads(path.read_text())
     return Lock(
@@ -178,6 +208,7 @@ def load_lock(path: Path = LOCK_PATH) -> Lock:
         ),
         prometheus=DebPackage(**data["prometheus"]),
         alertmanager=DebPackage(**data["alertmanager"]),
+        postgresql=tuple(DebPackage(**entry) for entry in data.get("postgresql", [])),
     )
 
 
@@ -219,6 +250,11 @@ def pyspark_bundles(artifact: str, jars_dir: Path) -> bool:
 
 def jar_path(cache: Path, artifact: MavenArtifact) -> Path:
     return cache / "maven" / artifact.repository_path
+
+
+def postgresql_home(cache: Path, packages: tuple[DebPackage, ...]) -> Path:
+    """Where the PostgreSQL .debs are unpacked together (<cache>/<first name>-<version>)."""
+    return cache / f"{packages[0].name}-{packages[0].version}"
 
 
 def prometheus_home(cache: Path, package: DebPackage) -> Path:

@@ -72,12 +72,24 @@ def test_job_entry_overrides_job_defaults_key_by_key() -> None:
     assert user_view.checkpoint.size == "3Gi"
 
 
+def test_memory_overhead_is_optional_and_layered_like_memory() -> None:
+    jobs = [{"name": "user-view", "driver": {"memoryOverhead": "256m"}}, {"name": "sessionization"}]
+    defaults = {"driver": {"memoryOverhead": "320m"}, "executor": {"memory": "480m"}}
+    user_view, sessionization = load_config("dev", jobs=jobs, jobDefaults=defaults).jobs
+    assert (user_view.driver.memory_overhead, sessionization.driver.memory_overhead) == ("256m", "320m")
+    # Unset, Spark's own default applies: the chart renders no memoryOverhead.
+    assert user_view.executor.memory_overhead is None
+    assert user_view.executor.memory == "480m"
+
+
 def test_catalogue_knows_which_jobs_are_stateful_and_an_entry_may_say_so() -> None:
     config = load_config("dev")
     assert {job.name for job in config.jobs if job.stateful} == {
         "clickstream-windows",
         "sessionization",
+        "view-bursts",
         "ad-attribution",
+        "order-state",
     }
     overridden = load_config("dev", jobs=[{"name": "user-view", "stateful": True}])
     assert overridden.jobs[0].stateful
@@ -136,6 +148,10 @@ def test_keys_from_the_language_host_environment_are_checked_too(
 def test_a_wrongly_typed_setting_is_rejected_by_name() -> None:
     fails_naming("streamstack:cluster.nodes", cluster={"nodes": "three"})
     fails_naming("streamstack:jobDefaults.driver.memory", jobDefaults={"driver": {"memory": "1 GB"}})
+    fails_naming(
+        "streamstack:jobDefaults.executor.memoryOverhead",
+        jobDefaults={"executor": {"memoryOverhead": "320MiB"}},
+    )
     fails_naming("streamstack:jobDefaults.triggerInterval", jobDefaults={"triggerInterval": "5s"})
 
 

@@ -187,6 +187,11 @@ BAD_VALUES: list[tuple[str, Callable[[], object], str]] = [
     ),
     ("driver-memory", lambda: DriverResources(memory="1 GB"), "streamstack:jobDefaults.driver.memory"),
     (
+        "driver-memory-overhead",
+        lambda: DriverResources(memory_overhead="320 MiB"),
+        "streamstack:jobDefaults.driver.memoryOverhead",
+    ),
+    (
         "executor-instances",
         lambda: ExecutorResources(instances=0),
         "streamstack:jobDefaults.executor.instances",
@@ -199,6 +204,14 @@ BAD_VALUES: list[tuple[str, Callable[[], object], str]] = [
             memory="4GB", origin=Origin("jobDefaults.executor", "jobs[4].executor", frozenset({"memory"}))
         ),
         "streamstack:jobs[4].executor.memory",
+    ),
+    (
+        "executor-memory-overhead-of-an-entry",
+        lambda: ExecutorResources(
+            memory_overhead="0.3g",
+            origin=Origin("jobDefaults.executor", "jobs[4].executor", frozenset({"memoryOverhead"})),
+        ),
+        "streamstack:jobs[4].executor.memoryOverhead",
     ),
     ("job-name", lambda: job(name="User_View"), "streamstack:jobs.name"),
     ("job-name-too-long", lambda: job(name="a" * 52), "streamstack:jobs.name"),
@@ -324,6 +337,16 @@ def test_defaults_are_valid() -> None:
     [
         ([{"name": "user-view", "executor": {"memory": "4GB"}}], {}, "streamstack:jobs[0].executor.memory"),
         ([{"name": "user-view"}], {"executor": {"memory": "4GB"}}, "streamstack:jobDefaults.executor.memory"),
+        (
+            [{"name": "user-view", "driver": {"memoryOverhead": "256 MB"}}],
+            {},
+            "streamstack:jobs[0].driver.memoryOverhead",
+        ),
+        (
+            [{"name": "user-view"}],
+            {"executor": {"memoryOverhead": 256}},
+            "streamstack:jobDefaults.executor.memoryOverhead",
+        ),
         ([{"name": "user-view", "metricsPort": 80}], {}, "streamstack:jobs[0].metricsPort"),
         ([{"name": "user-view", "checkpoint": {"size": "1 GB"}}], {}, "streamstack:jobs[0].checkpoint.size"),
     ],

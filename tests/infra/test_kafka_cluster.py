@@ -182,7 +182,7 @@ def test_the_load_generator_may_only_write_the_pipelines_input_topics(mocked: Ca
         acl["resource"]["name"]: acl["operations"] for acl in acls if acl["resource"]["type"] == "topic"
     }
     # What the producers (jobs/producers) write and no job writes: the events entering the pipeline.
-    inputs = ["page-views", "ad-impressions", "ad-clicks", "users", "orders"]
+    inputs = ["page-views", "ad-impressions", "ad-clicks", "users", "orders", "order-events"]
     assert topics == {topic: ["Describe", "Write"] for topic in inputs}
     assert [acl for acl in acls if acl["resource"]["type"] not in ("topic",)] == [
         {"type": "allow", "resource": {"type": "cluster"}, "operations": ["IdempotentWrite"]}

@@ -10,11 +10,12 @@ Requests (what the scheduler reserves; limits do not count), per pod the stack r
   `memoryOverhead` as spark.{driver,executor}.memoryOverhead (kubeflow/spark-operator
   internal/controller/sparkapplication/submission.go). Spark 4.3.0 turns that conf into pod resources in its
   BasicDriverFeatureStep and BasicExecutorFeatureStep, which run here as they are: pyspark ships the
-  spark-kubernetes jar, reached through a py4j gateway. Memory is heap plus overhead, the overhead
-  max(factor x heap, 384 MiB): spark.{driver,executor}.minMemoryOverhead, 384m since 4.0.0
-  (docs/configuration.md), and factor 0.4 for a PySpark application unless set (spark.kubernetes.
-  memoryOverheadFactor, "0.10 for JVM-based jobs and 0.40 for non-JVM jobs", docs/running-on-kubernetes.md),
-  which the driver passes on to its executors;
+  spark-kubernetes jar, reached through a py4j gateway. Memory is heap plus overhead: the configured
+  memoryOverhead where the stack sets one (`streamstack:jobDefaults.driver/executor.memoryOverhead`), which
+  replaces Spark's rule; otherwise max(factor x heap, 384 MiB): spark.{driver,executor}.minMemoryOverhead,
+  384m since 4.0.0 (docs/configuration.md), and factor 0.4 for a PySpark application unless set
+  (spark.kubernetes.memoryOverheadFactor, "0.10 for JVM-based jobs and 0.40 for non-JVM jobs",
+  docs/running-on-kubernetes.md), which the driver passes on to its executors;
 - Strimzi's pods, from the KafkaNodePool and Kafka resources: each pool's replicas times its resources, and
   the entity operator's topic and user operators with the resources the Kafka resource gives them (Strimzi
   adds none: cluster-operator model/EntityTopicOperator.java takes `topicOperatorSpec.getResources()` as is);
@@ -276,9 +277,11 @@ class SparkKubernetes:
         while added.hasNext():
             pair = added.next()
             conf.set(pair._1(), pair._2())
-        profile = self._scala_object(
-            jvm.org.apache.spark.resource, "ResourceProfile"
-        ).getOrCreateDefaultProfile(conf)
+        # The default profile is cached JVM-wide on first use: made afresh from this application's conf, or
+        # every application's executors would be sized like the first one's.
+        profile = self._scala_object(jvm.org.apache.spark.resource, "ResourceProfile").reInitDefaultProfile(
+            conf
+        )
         security = jvm.org.apache.spark.SecurityManager(
             conf, none, self._scala_object(jvm.org.apache.spark.internal.config, "package").AUTH_SECRET_FILE()
         )
@@ -503,6 +506,24 @@ def dev_pods(dev_stack: RenderedStack, spark_kubernetes: SparkKubernetes) -> lis
     ]
 
 
+def test_a_configured_memory_overhead_replaces_sparks_default(
+    dev_stack: RenderedStack, spark_kubernetes: SparkKubernetes
+) -> None:
+    """Through spark-operator's conf and Spark's own feature steps, memoryOverhead sizes the pods whether it
+    is above or below the 384 MiB minimum; without it, the minimum applies."""
+    application = dev_stack.find("SparkApplication")[0]
+    spec = application["spec"]
+    for overhead, expected in (("200m", 480 + 200), ("1g", 480 + 1024), (None, 480 + 384)):
+        roles = {}
+        for role in ("driver", "executor"):
+            roles[role] = {key: value for key, value in spec[role].items() if key != "memoryOverhead"}
+            roles[role]["memory"] = "480m"
+            if overhead:
+                roles[role]["memoryOverhead"] = overhead
+        driver, executor, _ = spark_kubernetes.pods({**application, "spec": {**spec, **roles}})
+        assert (driver.memory, executor.memory) == (expected * MIB, expected * MIB), overhead
+
+
 def breakdown(pods: Sequence[Pods]) -> str:
     lines = [f"{item.count:>2} x {item.each}  {item.source}: {item.name}" for item in pods]
     return "\n".join([*lines, f"total {total([item.requests for item in pods])}"])
@@ -525,8 +546,9 @@ def spark_mebibytes(size: str) -> int:
 def test_every_spark_pod_asks_for_its_heap_plus_sparks_overhead(
     dev_stack: RenderedStack, spark_kubernetes: SparkKubernetes
 ) -> None:
-    """Spark's own code agrees with its documentation: a PySpark pod requests heap + max(0.4 x heap, 384 MiB)
-    and the CPU request spark-operator passes on (coreRequest)."""
+    """Spark's own code agrees with its documentation: a PySpark pod requests heap + the application's
+    memoryOverhead where it sets one, heap + max(0.4 x heap, 384 MiB) otherwise, and the CPU request
+    spark-operator passes on (coreRequest)."""
     applications = dev_stack.find("SparkApplication")
     assert applications
     for application in applications:
@@ -536,7 +558,9 @@ def test_every_spark_pod_asks_for_its_heap_plus_sparks_overhead(
         assert instances == spec["executor"]["instances"]
         for role, pod in (("driver", driver), ("executor", executor)):
             heap = spark_mebibytes(spec[role]["memory"])
-            assert pod.memory == (heap + max(int(0.4 * heap), 384)) * MIB, role
+            configured = spec[role].get("memoryOverhead")
+            overhead = spark_mebibytes(configured) if configured else max(int(0.4 * heap), 384)
+            assert pod.memory == (heap + overhead) * MIB, role
             assert pod.cpu == cpu_cores(spec[role]["coreRequest"]), role
 
 

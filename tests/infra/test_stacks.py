@@ -23,9 +23,11 @@ STACKS = ("dev", "prod")
 JOB_TOPICS = {
     "clickstream-windows": ({"page-views"}, {"page-views-per-url", "page-view-windows", "page-views-late"}),
     "sessionization": ({"page-views"}, {"user-sessions"}),
+    "view-bursts": ({"page-views", "view-bursts"}, {"view-bursts", "view-burst-alerts", "page-views-late"}),
     "ad-attribution": ({"ad-impressions", "ad-clicks"}, {"ad-attributions"}),
     "user-enrichment": ({"page-views", "users"}, {"page-views-enriched"}),
     "user-view": ({"users", "orders", "user-view"}, {"user-view"}),
+    "order-state": ({"order-events"}, {"order-state"}),
 }
 
 

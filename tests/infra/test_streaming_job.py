@@ -125,12 +125,25 @@ def test_spark_application_is_a_python_streaming_app_waited_for_until_running(
     assert (spec["driver"]["cores"], spec["driver"]["coreRequest"], spec["driver"]["memory"]) == (
         1,
         "100m",
-        "512m",
+        "480m",
     )
     # No configured limit: the pod may use the cores Spark plans with.
     assert spec["driver"]["coreLimit"] == "1"
-    assert (spec["executor"]["instances"], spec["executor"]["memory"]) == (1, "512m")
+    assert (spec["executor"]["instances"], spec["executor"]["memory"]) == (1, "480m")
     assert "volumes" not in spec and "volumeMounts" not in spec["driver"]
+
+
+def test_spark_application_carries_the_configured_memory_overhead(mocked: Callable[[str], Stack]) -> None:
+    """spark-operator passes driver/executor memoryOverhead on as spark.{driver,executor}.memoryOverhead,
+    which replaces Spark's max(0.4 x heap, 384 MiB); unset, the field is left out and Spark's rule holds."""
+    _, objects, job = build_job(mocked, "dev", "order-state")
+    spec = objects.manifest("SparkApplication", job.name)["spec"]
+    assert (spec["driver"]["memoryOverhead"], spec["executor"]["memoryOverhead"]) == ("224m", "224m")
+    assert (job.driver.memory_overhead, job.executor.memory_overhead) == ("224m", "224m")
+    _, objects, job = build_job(mocked, "prod", "order-state")
+    spec = objects.manifest("SparkApplication", job.name)["spec"]
+    assert job.driver.memory_overhead is None and job.executor.memory_overhead is None
+    assert "memoryOverhead" not in spec["driver"] and "memoryOverhead" not in spec["executor"]
 
 
 def test_claim_reaches_the_driver_and_a_stateful_jobs_executors_through_spark_conf(

@@ -1,0 +1,5 @@
+import sys
+
+from jobs.order_state.main import main
+
+sys.exit(main())

@@ -1,0 +1,286 @@
+"""Pure DataFrame -> DataFrame steps of the order-state job: decode order events, fold each order's events
+into its state (jobs.order_state.state_machine) with applyInPandasWithState, encode the states and the
+rejected events as Kafka records."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd  # type: ignore[import-untyped]
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
+
+from contracts.record_sizes import MAX_DEAD_LETTER_DETAIL_CHARS
+from jobs.common.changelog import decode_changelog
+from jobs.common.config import EventLimits
+from jobs.common.encoding import iso_millis, json_value, kafka_header, record_position, source_headers
+from jobs.common.events import EventField, EventSchema
+from jobs.common.progress import OBSERVED_DEAD_LETTERS
+from jobs.common.schemas import AMOUNT_LIMIT, as_amount
+from jobs.order_state.state_machine import (
+    AMOUNT_EVENTS,
+    EVENT_TYPES,
+    REJECTION_REASONS,
+    OrderEvent,
+    OrderState,
+    Rejection,
+    apply_event,
+)
+
+ORDER_EVENT = EventSchema(
+    "order-event",
+    (
+        EventField("event_id", "string"),
+        EventField("order_id", "string"),
+        EventField("type", "string"),
+        EventField("event_time", "timestamp"),
+        EventField("amount", "double", required=False),
+    ),
+    event_time_field="event_time",
+)
+ORDER_KEY_FIELD = "order_id"
+
+# The state kept per order (an OrderState without its order id, which is the grouping key). The applied
+# event ids are one JSON array text: PySpark 4.3 fails to read back a state schema holding an array
+# (KeyError: 'elementType' in the Python worker's StructType.fromJson).
+STATE_FIELDS = (
+    "status string, amount double, version long, updated_at string, last_event_id string, "
+    "placed_at string, paid_at string, shipped_at string, delivered_at string, returned_at string, "
+    "amount_corrected_at string, applied_event_ids string"
+)
+_TIME_COLUMNS = ("placed_at", "paid_at", "shipped_at", "delivered_at", "returned_at", "amount_corrected_at")
+# What the fold emits: per order and batch, its new state (kind 'state', if an event was applied) and
+# each rejected event (kind 'rejected', with the raw record for the dead letter). Every row carries the
+# source position of its event (for a state, the last event applied).
+FOLD_OUTPUT = (
+    "kind string, order_id string, status string, amount double, version long, updated_at string, "
+    "last_event_id string, placed_at string, paid_at string, shipped_at string, delivered_at string, "
+    "returned_at string, amount_corrected_at string, dead_letter_reason string, dead_letter_detail string, "
+    "key binary, value binary, topic string, partition int, offset long, timestamp_ms long"
+)
+_OUTPUT_COLUMNS = [column.split()[0] for column in FOLD_OUTPUT.split(", ")]
+_STATE_ATTRIBUTES = [a.name for a in dataclasses.fields(OrderState) if a.name in _OUTPUT_COLUMNS]
+_INPUT_COLUMNS = (
+    "event_id",
+    "type",
+    "event_time",
+    "amount",
+    "key",
+    "value",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp_ms",
+)
+
+
+def decode_order_events(kafka_records: DataFrame, limits: EventLimits) -> DataFrame:
+    """Order event records with a typed event or a dead-letter reason: `decode_events`' checks, then the
+    record key must be the order id (`missing_key`, `key_mismatch`: an order's events must share one
+    partition to be folded in log order), the type one of EVENT_TYPES (`out_of_range`), an amount present
+    for OrderPlaced and AmountCorrected (`missing_field`) and, where present, from 0 to AMOUNT_LIMIT
+    (`out_of_range`)."""
+    decoded = decode_changelog(kafka_records, ORDER_EVENT, ORDER_KEY_FIELD, limits)
+    ok = F.col("dead_letter_reason").isNull()
+    event_type, amount = F.col("event.type"), F.col("event.amount")
+    unknown_type = ok & ~event_type.isin(*EVENT_TYPES)
+    missing_amount = ok & event_type.isin(*AMOUNT_EVENTS) & amount.isNull()
+    bad_amount = ok & amount.isNotNull() & ((amount < 0) | as_amount(amount).isNull())
+    problems: list[tuple[Column, str, Column]] = [
+        (
+            unknown_type,
+            "out_of_range",
+            F.format_string(f"field 'type' is %s, expected one of {', '.join(EVENT_TYPES)}", event_type),
+        ),
+        (
+            missing_amount,
+            "missing_field",
+            F.format_string("field 'amount' is missing or null for %s", event_type),
+        ),
+        (
+            bad_amount,
+            "out_of_range",
+            F.format_string(f"field 'amount' is %s, expected 0 to {AMOUNT_LIMIT:.0e}", amount.cast("string")),
+        ),
+    ]
+    reason, detail = F.col("dead_letter_reason"), F.col("dead_letter_detail")
+    for condition, code, message in reversed(problems):
+        reason = F.when(condition, F.lit(code)).otherwise(reason)
+        detail = F.when(condition, message).otherwise(detail)
+    return decoded.withColumns(
+        {
+            "event": F.when(reason.isNull(), F.col("event")),
+            "dead_letter_reason": reason,
+            "dead_letter_detail": detail,
+        }
+    )
+
+
+def order_events(decoded: DataFrame) -> DataFrame:
+    """The valid events, with their event time as ISO text and their record (key, value, position,
+    timestamp) for the dead letter of a rejected one."""
+    return decoded.where(F.col("dead_letter_reason").isNull()).select(
+        F.col("event.order_id").alias("order_id"),
+        F.col("event.event_id").alias("event_id"),
+        F.col("event.type").alias("type"),
+        iso_millis("event.event_time").alias("event_time"),
+        F.col("event.amount").alias("amount"),
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        F.unix_millis("timestamp").alias("timestamp_ms"),
+    )
+
+
+def _state_of(order_id: str, stored: tuple[Any, ...]) -> OrderState:
+    (status, amount, version, updated_at, last_event_id, *times, event_ids) = stored
+    return OrderState(
+        order_id=order_id,
+        status=status,
+        amount=amount,
+        version=version,
+        updated_at=updated_at,
+        last_event_id=last_event_id,
+        applied_event_ids=tuple(json.loads(event_ids)),
+        **dict(zip(_TIME_COLUMNS, times, strict=True)),
+    )
+
+
+def _stored(state: OrderState) -> tuple[Any, ...]:
+    times = tuple(getattr(state, column) for column in _TIME_COLUMNS)
+    head = (state.status, state.amount, state.version, state.updated_at, state.last_event_id)
+    return (*head, *times, json.dumps(list(state.applied_event_ids)))
+
+
+def fold_group(
+    key: tuple[Any, ...], batches: Iterator[pd.DataFrame], group_state: GroupState
+) -> Iterator[pd.DataFrame]:
+    """One order's events of one micro-batch, applied to its stored state in log order: sorted by (partition,
+    offset), since applyInPandasWithState hands a group's rows over in no guaranteed order (all of an
+    order's events are in one partition: the key is the order id). Emits the new state if an event was
+    applied, and each rejected event.
+
+    Plain Python lists rather than pandas operations per group: a group is a handful of rows, and pandas'
+    per-call overhead (sort_values, itertuples) dominated the fold."""
+    (order_id,) = key
+    columns: dict[str, list[Any]] = {name: [] for name in _INPUT_COLUMNS}
+    for chunk in batches:
+        for name in _INPUT_COLUMNS:
+            columns[name].extend(chunk[name].tolist())
+    order = sorted(
+        range(len(columns["offset"])), key=lambda i: (columns["partition"][i], columns["offset"][i])
+    )
+    state = _state_of(order_id, group_state.get) if group_state.exists else None
+    applied: dict[str, Any] | None = None
+    out: dict[str, list[Any]] = {name: [] for name in _OUTPUT_COLUMNS}
+
+    def emit(row: dict[str, Any]) -> None:
+        for name in _OUTPUT_COLUMNS:
+            out[name].append(row.get(name))
+
+    for i in order:
+        amount = columns["amount"][i]
+        event = OrderEvent(
+            columns["event_id"][i],
+            order_id,
+            columns["type"][i],
+            columns["event_time"][i],
+            None if amount is None or math.isnan(amount) else float(amount),  # NaN: absent
+        )
+        position = {
+            "topic": columns["topic"][i],
+            "partition": int(columns["partition"][i]),
+            "offset": int(columns["offset"][i]),
+            "timestamp_ms": int(columns["timestamp_ms"][i]),
+        }
+        result = apply_event(state, event)
+        if isinstance(result, Rejection):
+            emit(
+                {
+                    "kind": "rejected",
+                    "order_id": order_id,
+                    "version": 0 if state is None else state.version,
+                    "dead_letter_reason": result.reason,
+                    "dead_letter_detail": result.detail,
+                    "key": columns["key"][i],
+                    "value": columns["value"][i],
+                    **position,
+                }
+            )
+        else:
+            state, applied = result, position
+    if state is not None and applied is not None:
+        group_state.update(_stored(state))
+        emit({**{name: getattr(state, name) for name in _STATE_ATTRIBUTES}, "kind": "state", **applied})
+    if out["kind"]:
+        # dtype=object: a column that is None in every row would otherwise be float64 NaN, which PySpark
+        # 4.3 turns into a ChunkedArray for a string column and then fails ("Cannot convert
+        # pyarrow.lib.ChunkedArray to pyarrow.lib.Array").
+        yield pd.DataFrame(out, columns=_OUTPUT_COLUMNS, dtype=object)
+
+
+def fold_orders(events: DataFrame) -> DataFrame:
+    """Each order's events folded into its state, kept in Spark state across batches (no timeout: an
+    order's state is kept for as long as the job runs, see the runbook)."""
+    return events.groupBy("order_id").applyInPandasWithState(
+        fold_group,
+        outputStructType=FOLD_OUTPUT,
+        stateStructType=STATE_FIELDS,
+        outputMode="update",
+        timeoutConf=GroupStateTimeout.NoTimeout,
+    )
+
+
+_HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+
+
+def order_state_records(
+    folded: DataFrame, output_topic: str, dead_letter_topic: str, query: str
+) -> DataFrame:
+    """Kafka rows with their `topic`: each new state to the output topic keyed by order id, each rejected
+    event to the dead-letter topic in the dead-letter format of jobs.common.events.dead_letter_records (the
+    raw record keyed by its position, the reason, detail, query and origin in headers); the rejections of
+    each batch counted by reason as the observed metric `dead_letters`.
+
+    One projection, not a union of two filtered branches: each branch would run the stateful fold."""
+    is_state = F.col("kind") == "state"
+    state_value = json_value(
+        "order_id",
+        "status",
+        "amount",
+        "version",
+        *_TIME_COLUMNS,
+        "updated_at",
+        "last_event_id",
+        keep_nulls=True,
+    )
+    detail = F.left(F.col("dead_letter_detail"), F.lit(MAX_DEAD_LETTER_DETAIL_CHARS))
+    dead_letter_headers = F.array(
+        kafka_header("dead_letter.reason", F.col("dead_letter_reason")),
+        kafka_header("dead_letter.detail", detail),
+        kafka_header("dead_letter.query", F.lit(query)),
+        *source_headers(timestamp=True),
+    )
+    records = folded.withColumn("timestamp", F.timestamp_millis("timestamp_ms")).select(
+        F.when(is_state, F.lit(output_topic)).otherwise(F.lit(dead_letter_topic)).alias("topic"),
+        F.when(is_state, F.col("order_id").cast("binary"))
+        .otherwise(record_position().cast("binary"))
+        .alias("key"),
+        F.when(is_state, state_value.cast("binary")).otherwise(F.col("value")).alias("value"),
+        F.when(is_state, F.array().cast(_HEADERS)).otherwise(dead_letter_headers).alias("headers"),
+        "dead_letter_reason",
+    )
+    reason = F.col("dead_letter_reason")
+    counted = records.observe(
+        OBSERVED_DEAD_LETTERS,
+        *[F.sum(F.when(reason == code, 1).otherwise(0)).alias(code) for code in REJECTION_REASONS],
+    )
+    return counted.drop("dead_letter_reason")

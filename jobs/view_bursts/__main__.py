@@ -1,0 +1,5 @@
+import sys
+
+from jobs.view_bursts.main import main
+
+sys.exit(main())
