@@ -54,6 +54,9 @@ bench-local: setup ## the local stack at its defaults, ~11 min: utilization, lag
 bench-tables: setup ## user-enrichment's batch duration at 10k, 100k and 1M users, ~7 min (BENCH_ARGS=flags)
 	$(BIN)/python -m scripts.bench_tables $(BENCH_ARGS)
 
+bench-stateful: setup ## view-bursts and order-state (applyInPandasWithState): events/s and state bytes per key (BENCH_ARGS=flags)
+	$(BIN)/python -m scripts.bench_stateful $(BENCH_ARGS)
+
 bench-batch-cost: setup ## fixed cost per micro-batch, ~20 min: each lever alone and combined (BENCH_ARGS=flags)
 	$(BIN)/python -m scripts.bench_batch_cost $(BENCH_ARGS)
 

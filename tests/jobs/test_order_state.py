@@ -216,7 +216,8 @@ def rejections_counted(query: StreamingQuery) -> Counter[str]:
     for progress in query.recentProgress:
         observed = progress.observedMetrics.get("dead_letters")
         if observed is not None:
-            counted.update({reason: int(count) for reason, count in observed.asDict().items()})
+            # A sum over a batch without rows of a reason is null.
+            counted.update({reason: int(count or 0) for reason, count in observed.asDict().items()})
     return counted
 
 
