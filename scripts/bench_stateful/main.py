@@ -72,20 +72,26 @@ class Bench:
     keys: str
 
 
+# By the job's module; the catalogue names the job and its topics.
 BENCHES = {
-    "view-bursts": Bench(
+    "view_bursts": Bench(
         view_bursts.parse_args,
         view_bursts.start_queries,
         lambda args: page_views(args.events, args.users, args.seed),
-        "users",
+        "user",
     ),
-    "order-state": Bench(
+    "order_state": Bench(
         order_state.parse_args,
         order_state.start_queries,
         lambda args: order_events(args.events, args.orders, args.seed),
-        "orders",
+        "order",
     ),
 }
+
+
+def benched_jobs() -> dict[str, Job]:
+    """The catalogue's jobs this benchmark runs, by name."""
+    return {job.name: job for job in load_pipeline().jobs if job.module in BENCHES}
 
 
 def spark_session(runtimes: Runtimes) -> SparkSession:
@@ -150,8 +156,8 @@ def preload(bootstrap: str, topic: str, records: Records) -> int:
 def measure(
     spark: SparkSession, kafka: LocalKafka, name: str, args: argparse.Namespace, workdir: Path
 ) -> dict[str, Any]:
-    bench = BENCHES[name]
-    job = next(job for job in load_pipeline().jobs if job.name == name)
+    job = benched_jobs()[name]
+    bench = BENCHES[job.module]
     run = f"bench-{name}-{int(time.time())}"
     topics = job_topics(job, run)
     dead_letters = f"{run}-dead-letters"
@@ -209,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="bench-stateful", description=(bench_stateful.__doc__ or "").splitlines()[0]
     )
-    parser.add_argument("--jobs", default=",".join(BENCHES), help="a subset of " + ",".join(BENCHES))
+    known = ",".join(benched_jobs())
+    parser.add_argument("--jobs", default=known, help="a subset of " + known)
     parser.add_argument("--events", type=int, default=200_000, help="records per job")
     parser.add_argument("--users", type=int, default=2_000, help="view-bursts: users")
     parser.add_argument("--orders", type=int, default=2_000, help="order-state: orders open at a time")
@@ -217,9 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="", help="appended to the raw results' file name")
     args = parser.parse_args(argv)
     names = [name.strip() for name in args.jobs.split(",") if name.strip()]
-    unknown = sorted(set(names) - set(BENCHES))
+    unknown = sorted(set(names) - set(benched_jobs()))
     if unknown:
-        parser.error(f"--jobs: unknown job {unknown[0]} (known: {', '.join(BENCHES)})")
+        parser.error(f"--jobs: unknown job {unknown[0]} (known: {known})")
     suffix = f"-{args.label}" if args.label else ""
     out = RESULTS_DIR / f"stateful-{datetime.now(UTC).strftime('%Y-%m-%d')}{suffix}.json"
     runtimes = runtime_cache.ensure(log=log)
@@ -262,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in result["runs"]:
         print(
             f"| {run['job']} | {run['events']:,} | {run['events_per_second_in_batches']:,} | "
-            f"{run['events_per_second_wall']:,} | {run['keys_in_state']:,} {run['key']} | "
+            f"{run['events_per_second_wall']:,} | {run['keys_in_state']:,} {run['key']}s | "
             f"{run['state_bytes_per_key']:,} |"
         )
     print(f"raw results: {out}")
