@@ -3,6 +3,7 @@ still names the process that was recorded (pids are reused)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,9 @@ _PROC = Path("/proc")
 # Fields of /proc/<pid>/stat, counted from 1 as in proc(5); field 2 (the command name) may contain spaces.
 _STATE_FIELD = 3
 _START_TIME_FIELD = 22
+# A kernel thread's command line stays empty: read it at most this often, 0.2 s in all.
+_CMDLINE_READS = 20
+_CMDLINE_RETRY_S = 0.01
 
 
 def stat_fields(pid: int) -> list[str] | None:
@@ -35,10 +39,17 @@ class ProcessIdentity:
         fields = stat_fields(pid)
         if fields is None or fields[0] == "Z":
             return None
-        try:
-            raw = (_PROC / str(pid) / "cmdline").read_bytes()
-        except (FileNotFoundError, ProcessLookupError):
-            return None
+        raw = b""
+        # Right after exec the new program's arguments may not be in place yet (the parent of a Popen
+        # resumes once exec has closed the child's descriptors): an empty command line is read again.
+        for _ in range(_CMDLINE_READS):
+            try:
+                raw = (_PROC / str(pid) / "cmdline").read_bytes()
+            except (FileNotFoundError, ProcessLookupError):
+                return None
+            if raw:
+                break
+            time.sleep(_CMDLINE_RETRY_S)
         cmdline = tuple(arg.decode(errors="surrogateescape") for arg in raw.split(b"\0")[:-1])
         return cls(pid, int(fields[_START_TIME_FIELD - _STATE_FIELD]), cmdline)
 
