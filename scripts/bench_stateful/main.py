@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import tempfile
@@ -16,21 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer  # type: ignore[import-untyped]
-from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from contracts.pipeline import Job, load_pipeline
-from jobs.common.session import jvm_jars
 from jobs.order_state import main as order_state
 from jobs.producers.order_events import OrderEventGenerator, encoded
 from jobs.view_bursts import main as view_bursts
 from scripts import bench_stateful
 from scripts.bench_local.sampling import machine, versions
+from scripts.bench_tables.main import spark_session, stop_spark
 from streamstack import runtimes as runtime_cache
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.paths import REPO_ROOT
-from streamstack.runtimes import Runtimes
 
 RESULTS_DIR = REPO_ROOT / "benchmarks"
 MASTER = "local[2]"
@@ -92,33 +89,6 @@ BENCHES = {
 def benched_jobs() -> dict[str, Job]:
     """The catalogue's jobs this benchmark runs, by name."""
     return {job.name: job for job in load_pipeline().jobs if job.module in BENCHES}
-
-
-def spark_session(runtimes: Runtimes) -> SparkSession:
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["JAVA_HOME"] = str(runtimes.java.parent.parent)
-    return (
-        SparkSession.builder.master(MASTER)
-        .appName("bench-stateful")
-        .config("spark.jars", ",".join([*(str(jar) for jar in runtimes.spark_kafka_jars), *jvm_jars()]))
-        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-
-
-def stop_spark(spark: SparkSession) -> None:
-    gateway = SparkContext._gateway
-    spark.stop()
-    jvm_process = getattr(gateway, "proc", None)
-    if jvm_process is not None:
-        jvm_process.terminate()
-        jvm_process.wait(timeout=60)
 
 
 def job_topics(job: Job, run: str) -> dict[str, str]:
@@ -249,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         spark: SparkSession | None = None
         try:
             kafka.start()
-            spark = spark_session(runtimes)
+            spark = spark_session(runtimes, app_name="bench-stateful", shuffle_partitions=SHUFFLE_PARTITIONS)
             for name in names:
                 run = measure(spark, kafka, name, args, workdir)
                 log(

@@ -69,15 +69,18 @@ def load_start_queries(job_module: Path | None) -> StartQueries:
     return loaded
 
 
-def spark_session(runtimes: Runtimes) -> SparkSession:
+def spark_session(
+    runtimes: Runtimes, *, app_name: str = "bench-tables", shuffle_partitions: int = SHUFFLE_PARTITIONS
+) -> SparkSession:
+    """A local[2] session with the connector and the jobs' JVM jars, bound to 127.0.0.1."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["JAVA_HOME"] = str(runtimes.java.parent.parent)
     return (
         SparkSession.builder.master("local[2]")
-        .appName("bench-tables")
+        .appName(app_name)
         .config("spark.jars", ",".join([*(str(jar) for jar in runtimes.spark_kafka_jars), *jvm_jars()]))
-        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")
