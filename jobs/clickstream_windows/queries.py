@@ -8,40 +8,31 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from jobs.clickstream_windows.config import WindowJobConfig
 from jobs.clickstream_windows.transforms import (
+    LATE_VIEW_TIME_HEADERS,
     count_hopping_views,
     count_session_views,
     count_tumbling_views,
     dimension_counts_as_records,
     late_views,
-    late_views_as_records,
-    watermarked_view_records,
 )
-from jobs.common.kafka_io import start_foreach_batch_query, write_kafka_batch, write_kafka_stream
-from jobs.common.offset_log import batch_watermark_ms
+from jobs.common.kafka_io import write_kafka_stream
+from jobs.common.late_views import start_late_view_query as start_common_late_view_query
 
 
 def start_late_view_query(decoded: DataFrame, config: WindowJobConfig, late_topic: str) -> StreamingQuery:
     """`<name>.late`: each batch, the views its tumbling windows would drop go to the late topic."""
-    streaming = config.streaming
-    name = config.query_name("late")
-    checkpoint = streaming.checkpoint_for(name)
 
-    def route_late_views(batch: DataFrame, batch_id: int) -> None:
-        watermark_ms = batch_watermark_ms(batch.sparkSession, checkpoint, batch_id)
-        # Written even when nothing is late: scanning the batch is what advances this query's watermark.
-        write_kafka_batch(
-            late_views_as_records(
-                late_views(batch, config.window_duration, watermark_ms), watermark_ms, name
-            ),
-            streaming,
-            late_topic,
-        )
+    def select_late(batch: DataFrame, watermark_ms: int) -> DataFrame:
+        return late_views(batch, config.window_duration, watermark_ms)
 
-    return start_foreach_batch_query(
-        watermarked_view_records(decoded, config.watermark_delay),
-        streaming,
-        query_name=name,
-        process=route_late_views,
+    return start_common_late_view_query(
+        decoded,
+        config.streaming,
+        query_name=config.query_name("late"),
+        watermark_delay=config.watermark_delay,
+        late_topic=late_topic,
+        select_late=select_late,
+        time_headers=LATE_VIEW_TIME_HEADERS,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.common.encoding import iso_millis, json_value, kafka_header, record_position, source_headers
+from jobs.common.encoding import iso_millis, json_value
 from jobs.common.events import valid_events
 
 # Re-exported for the tests and scripts that import it from here.
@@ -129,36 +129,16 @@ def dimension_counts_as_records(counts: DataFrame) -> DataFrame:
 # --- Late views: routed to a topic for corrections --------------------------------------------------------
 
 
-def watermarked_view_records(decoded: DataFrame, watermark_delay: str) -> DataFrame:
-    """The valid page views with their Kafka origin and raw value, under the event-time watermark."""
-    return (
-        decoded.where(F.col("dead_letter_reason").isNull())
-        .select("topic", "partition", "offset", "key", "value", "event.event_time")
-        .withWatermark("event_time", watermark_delay)
-    )
+LATE_VIEW_TIME_HEADERS = {"late.window_end": "window_end"}
+"""The late-view header a window job adds: the end of the tumbling window the view missed."""
 
 
 def late_views(view_records: DataFrame, window_duration: str, watermark_ms: int) -> DataFrame:
     """The views a tumbling window count drops at this watermark: those whose window ended at or before it.
 
-    Applied per batch (the watermark is a batch's constant), to `watermarked_view_records`."""
+    Applied per batch (the watermark is a batch's constant) to the records of
+    `jobs.common.late_views.watermarked_view_records`."""
     window_end = F.window("event_time", window_duration).end
     return view_records.select("*", window_end.alias("window_end")).where(
         F.col("window_end") <= F.timestamp_millis(F.lit(watermark_ms))
-    )
-
-
-def late_views_as_records(late: DataFrame, watermark_ms: int, source_query: str) -> DataFrame:
-    """Late views as Kafka rows: the raw value, keyed `<topic>/<partition>/<offset>` (a re-run batch
-    overwrites rather than duplicates), with the watermark and origin in headers."""
-    return late.select(
-        record_position().alias("key"),
-        F.col("value"),
-        F.array(
-            kafka_header("late.watermark", iso_millis(F.timestamp_millis(F.lit(watermark_ms)))),
-            kafka_header("late.window_end", iso_millis("window_end")),
-            kafka_header("late.event_time", iso_millis("event_time")),
-            kafka_header("late.query", F.lit(source_query)),
-            *source_headers(),
-        ).alias("headers"),
     )

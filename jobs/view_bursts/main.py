@@ -51,17 +51,12 @@ Metrics and how to run it: as every job (jobs.common.runner).
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from jobs.common.events import read_decoded_stream, start_dead_letter_query
-from jobs.common.kafka_io import (
-    read_kafka_stream,
-    start_foreach_batch_query,
-    write_kafka_batch,
-    write_kafka_stream,
-)
-from jobs.common.offset_log import batch_watermark_ms
+from jobs.common.kafka_io import read_kafka_stream, write_kafka_stream
+from jobs.common.late_views import start_late_view_query
 from jobs.common.runner import StreamingJob
 from jobs.common.schemas import decode_page_views
 from jobs.view_bursts.config import BurstJobConfig
@@ -70,31 +65,8 @@ from jobs.view_bursts.transforms import (
     bursts_as_records,
     largest_bursts,
     late_views,
-    late_views_as_records,
     page_views,
-    watermarked_view_records,
 )
-
-
-def start_late_view_query(decoded: DataFrame, config: BurstJobConfig, late_topic: str) -> StreamingQuery:
-    """`<name>.late`: each batch, the views at or before its watermark go to the late topic."""
-    streaming = config.streaming
-    name = config.query_name("late")
-    checkpoint = streaming.checkpoint_for(name)
-
-    def route_late_views(batch: DataFrame, batch_id: int) -> None:
-        watermark_ms = batch_watermark_ms(batch.sparkSession, checkpoint, batch_id)
-        # Written even when nothing is late: scanning the batch is what advances this query's watermark.
-        write_kafka_batch(
-            late_views_as_records(late_views(batch, watermark_ms), watermark_ms, name), streaming, late_topic
-        )
-
-    return start_foreach_batch_query(
-        watermarked_view_records(decoded, config.watermark_delay),
-        streaming,
-        query_name=name,
-        process=route_late_views,
-    )
 
 
 def start_queries(spark: SparkSession, config: BurstJobConfig) -> list[StreamingQuery]:
@@ -123,7 +95,16 @@ def start_queries(spark: SparkSession, config: BurstJobConfig) -> list[Streaming
             )
         )
     if config.late_topic is not None:
-        queries.append(start_late_view_query(decoded, config, config.late_topic))
+        queries.append(
+            start_late_view_query(
+                decoded,
+                streaming,
+                query_name=config.query_name("late"),
+                watermark_delay=config.watermark_delay,
+                late_topic=config.late_topic,
+                select_late=late_views,
+            )
+        )
     queries.append(start_dead_letter_query(streaming, [decoded]))
     return queries
 

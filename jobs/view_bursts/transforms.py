@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from jobs.common.encoding import iso_millis, json_value, kafka_header, record_position, source_headers
+from jobs.common.encoding import iso_millis, json_value
 from jobs.common.events import valid_events
 
 # Per user: the event times (epoch ms, ascending) that an on-time view could still share a window with,
@@ -193,30 +193,6 @@ def alerts(burst_records: DataFrame) -> DataFrame:
 # --- Late views: routed to a topic for corrections --------------------------------------------------------
 
 
-def watermarked_view_records(decoded: DataFrame, watermark_delay: str) -> DataFrame:
-    """The valid page views with their Kafka origin and raw value, under the event-time watermark."""
-    return (
-        decoded.where(F.col("dead_letter_reason").isNull())
-        .select("topic", "partition", "offset", "key", "value", "event.event_time")
-        .withWatermark("event_time", watermark_delay)
-    )
-
-
 def late_views(view_records: DataFrame, watermark_ms: int) -> DataFrame:
     """The views the burst state drops at this watermark: event time at or before it (per batch)."""
     return view_records.where(F.col("event_time") <= F.timestamp_millis(F.lit(watermark_ms)))
-
-
-def late_views_as_records(late: DataFrame, watermark_ms: int, source_query: str) -> DataFrame:
-    """Late views as Kafka rows: the raw value, keyed `<topic>/<partition>/<offset>` (a re-run batch
-    overwrites rather than duplicates), with the watermark and origin in headers."""
-    return late.select(
-        record_position().alias("key"),
-        F.col("value"),
-        F.array(
-            kafka_header("late.watermark", iso_millis(F.timestamp_millis(F.lit(watermark_ms)))),
-            kafka_header("late.event_time", iso_millis("event_time")),
-            kafka_header("late.query", F.lit(source_query)),
-            *source_headers(),
-        ).alias("headers"),
-    )

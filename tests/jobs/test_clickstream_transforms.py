@@ -11,16 +11,17 @@ from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from jobs.clickstream_windows.transforms import (
+    LATE_VIEW_TIME_HEADERS,
     count_hopping_views,
     count_session_views,
     count_views_per_url,
     dimension_counts_as_records,
     late_views,
-    late_views_as_records,
     page_views,
     window_counts_as_records,
 )
 from jobs.common.config import EventLimits
+from jobs.common.late_views import late_views_as_records
 from jobs.common.schemas import decode_page_views
 
 pytestmark = pytest.mark.spark
@@ -199,6 +200,7 @@ def test_late_views_are_those_whose_tumbling_window_ended_by_the_watermark(spark
         late_views(records, "10 seconds", int(watermark.timestamp() * 1000)),
         int(watermark.timestamp() * 1000),
         "q.late",
+        LATE_VIEW_TIME_HEADERS,
     ).collect()
 
     # Window end = the next multiple of 10 s; late when it is at or before the watermark (20 s).
