@@ -8,7 +8,8 @@ re-run batch overwrites rather than duplicates. Each reason is counted in the ob
 `dead_letters`, exported as `streamstack_dead_letters_total{query,reason}`.
 
 The checks run in the JVM: `decode_events` calls jobs.jvm's EventDecoder (Java, every check in one pass per
-record with Jackson's streaming parser; its jar is on every job's classpath, see jobs.common.session).
+record with Jackson's streaming parser) as a Catalyst expression, DecodeExpression, in the plan's generated
+code (its jar is on every job's classpath, see jobs.common.session).
 `decode_events_sql` is the same decoder in Spark SQL expressions (variant parsing, `schema_of_variant`), the
 reference that tests/jobs/test_jvm_decoder.py holds the JVM one to.
 """

@@ -1,5 +1,6 @@
 """JVM code the jobs call from Spark SQL: `EventDecoder`, every dead-letter check of
-`jobs.common.events.decode_events` in one pass (Java, Jackson's streaming parser).
+`jobs.common.events.decode_events` in one pass (Java, Jackson's streaming parser), which Spark calls as a
+Catalyst expression, `DecodeExpression` (registered per session in its function registry).
 
 The jar is built from `src/` against pyspark's own jars (`python -m jobs.jvm.build`, run by `make setup`),
 into the local cache for local runs and tests, and into Spark's jars folder in the jobs image. Both places
@@ -15,7 +16,7 @@ JAR_NAME = "streamstack-jvm-0.1.0.jar"
 # In the jobs image (jobs/Dockerfile): on Spark's own classpath, so no spark.jars entry is needed there.
 IMAGE_JAR = PurePosixPath("/opt/spark/jars") / JAR_NAME
 SOURCES = Path(__file__).resolve().parent / "src"
-DECODER_CLASS = "streamstack.jvm.EventDecoder"
+EXPRESSION_CLASS = "streamstack.jvm.DecodeExpression"
 
 
 def local_jar() -> Path:

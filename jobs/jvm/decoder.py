@@ -1,12 +1,15 @@
 """`decode_events_jvm`: `jobs.common.events.decode_events` with its checks done by the JVM `EventDecoder`.
 
 Same input, same output columns, same reasons, details and typed events (tests/jobs/test_jvm_decoder.py
-holds the two to each other). The JVM function does every check of a record in one pass and returns the
-reason, the field it is about and the typed fields; the detail of a dead letter is formatted here, in Spark
-SQL, for dead letters only, with the SQL decoder's expressions (the JSON type names of `schema_of_variant`,
-the session time zone's timestamp text).
+holds the two to each other). The JVM decoder is a Catalyst expression (`DecodeExpression`, registered in the
+session's function registry as a temporary function per schema and limits): it does every check of a record
+in one pass and returns the reason, the field it is about and the typed fields as Spark's internal row, with
+no UDF converters and with generated code inside whole-stage code generation. The detail of a dead letter is
+formatted here, in Spark SQL, for dead letters only, with the SQL decoder's expressions (the JSON type names
+of `schema_of_variant`, the session time zone's timestamp text).
 
-Needs the jar (`jobs.jvm.local_jar()` or `jobs.jvm.IMAGE_JAR`) on the Spark driver's classpath.
+Needs the jar (`jobs.jvm.local_jar()` or `jobs.jvm.IMAGE_JAR`) on the classpath of the Spark driver and the
+executors: spark.jars locally (jobs.common.session.jvm_jars), Spark's jars folder in the jobs image.
 """
 
 from __future__ import annotations
@@ -16,18 +19,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BooleanType,
-    DataType,
-    DoubleType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
 
-from jobs.jvm import DECODER_CLASS
+from jobs.jvm import EXPRESSION_CLASS
 
 if TYPE_CHECKING:  # jobs.common.events decodes with this module
     from jobs.common.config import EventLimits
@@ -35,14 +28,6 @@ if TYPE_CHECKING:  # jobs.common.events decodes with this module
 
 _MICROS = 1_000_000
 _VERDICT = "__jvm_decode"
-# Timestamps come back as epoch microseconds.
-_RESULT_TYPES: dict[str, DataType] = {
-    "string": StringType(),
-    "long": LongType(),
-    "double": DoubleType(),
-    "boolean": BooleanType(),
-    "timestamp": LongType(),
-}
 # EventDecoder's field index of a malformed_json verdict when the value is JSON followed by more text.
 _TEXT_AFTER = -2
 
@@ -64,28 +49,22 @@ def decoder_spec(schema: EventSchema, limits: EventLimits) -> str:
     )
 
 
-def _result_type(schema: EventSchema) -> StructType:
-    return StructType(
-        [StructField("reason", StringType()), StructField("field", IntegerType())]
-        + [StructField(f"f{i}", _RESULT_TYPES[f.kind]) for i, f in enumerate(schema.fields)]
-    )
-
-
 def register_decoder(spark: SparkSession, schema: EventSchema, limits: EventLimits) -> str:
-    """Register an EventDecoder for this schema and these limits in the session; its function name."""
+    """Register the decoder expression for this schema and these limits in the session's function registry
+    (a temporary function of (value, timestamp)); its function name."""
     spec = decoder_spec(schema, limits)
     name = f"streamstack_decode_{hashlib.sha256(spec.encode()).hexdigest()[:16]}"
     jvm = spark.sparkContext._jvm
     assert jvm is not None
+    expression = getattr(jvm, EXPRESSION_CLASS)
+    registry = spark._jsparkSession.sessionState().functionRegistry()
     try:
-        decoder = getattr(jvm, DECODER_CLASS)(spec)
+        expression.register(registry, name, spec)
     except TypeError as error:  # py4j: a JavaPackage, not a class, when the jar is not on the classpath
         raise RuntimeError(
-            f"{DECODER_CLASS} is not on the Spark driver's classpath: build the jar "
+            f"{EXPRESSION_CLASS} is not on the Spark driver's classpath: build the jar "
             "(`python -m jobs.jvm.build`) and add it to spark.jars"
         ) from error
-    java_type = spark._jsparkSession.parseDataType(_result_type(schema).json())
-    spark._jsparkSession.udf().register(name, decoder, java_type)
     return name
 
 
@@ -121,9 +100,7 @@ def decode_events_jvm(kafka_records: DataFrame, schema: EventSchema, limits: Eve
     value = F.col("value")
     verdict = F.col(_VERDICT)
     # The decoder in a projection of its own: the columns below refer to its result many times.
-    staged = kafka_records.select(
-        "*", F.call_function(name, value, F.unix_micros("timestamp")).alias(_VERDICT)
-    )
+    staged = kafka_records.select("*", F.call_function(name, value, F.col("timestamp")).alias(_VERDICT))
     reason = verdict.getField("reason")
     field_index = verdict.getField("field")
     text = value.cast("string")

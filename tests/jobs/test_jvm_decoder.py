@@ -1,22 +1,26 @@
 """The JVM decoder (jobs.jvm.decoder) against the SQL one (jobs.common.events.decode_events_sql): the same
 reason, detail and typed event for every record of a corpus with every dead-letter class, edge cases around
-each, and random corruptions of good records, for every schema the jobs decode."""
+each, and random corruptions of good records, for every schema the jobs decode. The JVM decoder is a Catalyst
+expression: it runs inside whole-stage generated code, its interpreted path gives the same rows, and the
+analyzer refuses arguments of the wrong type."""
 
 from __future__ import annotations
 
 import json
 import random
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.common.config import EventLimits
 from jobs.common.events import DECODE_REASONS, EventField, EventSchema, decode_events_sql
 from jobs.common.schemas import CLICK, IMPRESSION, ORDER, PAGE_VIEW, USER_PROFILE
-from jobs.jvm.decoder import decode_events_jvm
+from jobs.jvm.decoder import decode_events_jvm, register_decoder
 from scripts.bench_windows.records import classification_samples
 
 pytestmark = pytest.mark.spark
@@ -243,3 +247,61 @@ def test_jvm_decoder_matches_sql_decoder(spark: SparkSession, schema: EventSchem
     assert expected <= reasons, f"the corpus lacks {expected - reasons}"
     assert sum(row["dead_letter_reason"] is None for row in sql_rows) >= 200
     records.unpersist()
+
+
+def _records(spark: SparkSession, schema: EventSchema, seed: int) -> DataFrame:
+    return spark.createDataFrame(
+        [
+            (key, value, "events", 0, offset, stamp.replace(tzinfo=None))
+            for offset, (key, value, stamp) in enumerate(corpus(schema, seed=seed))
+        ],
+        RECORD_SCHEMA,
+    )
+
+
+@contextmanager
+def _sql_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    previous = {key: spark.conf.get(key) for key in settings}
+    try:
+        for key, value in settings.items():
+            spark.conf.set(key, value)
+        yield
+    finally:
+        for key, old in previous.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+def test_jvm_decoder_is_generated_code_and_interprets_alike(spark: SparkSession) -> None:
+    records = _records(spark, MIXED, seed=29).cache()
+    # Generated code only: a decoder whose code did not compile would fail here rather than fall back.
+    generated_only = {"spark.sql.codegen.fallback": "false", "spark.sql.codegen.factoryMode": "CODEGEN_ONLY"}
+    with _sql_conf(spark, generated_only):
+        decoded = decode_events_jvm(records, MIXED, LIMITS)
+        # The decoder expression itself (not a UDF named after it), in a whole-stage code generation stage.
+        plan = decoded._jdf.queryExecution().executedPlan().toString()
+        stages = [line for line in plan.splitlines() if "streamstack_decode(value" in line]
+        assert len(stages) == 1, plan
+        assert stages[0].lstrip(" +-:").startswith("*("), plan
+        generated = _rows(decoded)
+    interpreted_only = {
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    }
+    with _sql_conf(spark, interpreted_only):
+        interpreted = _rows(decode_events_jvm(records, MIXED, LIMITS))
+    records.unpersist()
+
+    assert interpreted == generated
+    assert set(DECODE_REASONS) <= {row["dead_letter_reason"] for row in generated}
+
+
+def test_jvm_decoder_refuses_arguments_of_the_wrong_type(spark: SparkSession) -> None:
+    records = _records(spark, PAGE_VIEW, seed=31).limit(1)
+    name = register_decoder(spark, PAGE_VIEW, LIMITS)
+    with pytest.raises(AnalysisException, match="value must be binary, not string"):
+        records.select(F.call_function(name, F.col("value").cast("string"), F.col("timestamp"))).collect()
+    with pytest.raises(AnalysisException, match="record_time must be a timestamp, not bigint"):
+        records.select(F.call_function(name, F.col("value"), F.col("offset"))).collect()

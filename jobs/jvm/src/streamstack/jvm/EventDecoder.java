@@ -4,16 +4,22 @@ import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import java.io.IOException;
+import java.io.Serializable;
 import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
 import java.time.LocalDate;
 import java.time.YearMonth;
 import java.time.ZoneOffset;
+import java.util.ArrayList;
 import java.util.HashSet;
-import org.apache.spark.sql.Row;
-import org.apache.spark.sql.api.java.UDF2;
-import org.apache.spark.sql.catalyst.expressions.GenericRow;
+import java.util.List;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.util.DateTimeUtils;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 import scala.Option;
 
@@ -21,16 +27,17 @@ import scala.Option;
  * Every dead-letter check of jobs.common.events.decode_events in one pass over a Kafka record's value, with
  * Jackson's streaming parser (the one Spark's variant parser uses, configured as Spark configures it).
  *
- * <p>Input: the value's bytes and the record's Kafka timestamp in epoch microseconds. Output: a row of the
- * dead-letter reason (null for a good record), the index of the field the reason is about (-1 when none;
- * -2 for malformed_json when the value is JSON followed by more text),
- * and the typed fields (timestamps as epoch microseconds). The reason's detail is left to Spark SQL, which
- * formats it only for dead letters, with the same expressions as the SQL decoder.
+ * <p>Input: the value's bytes and the record's Kafka timestamp in epoch microseconds. Output: Spark's internal
+ * row of {@link #dataType()}: the dead-letter reason (null for a good record), the index of the field the
+ * reason is about (-1 when none; -2 for malformed_json when the value is JSON followed by more text), and the
+ * typed fields (text as UTF8String, timestamps as epoch microseconds). The reason's detail is left to Spark
+ * SQL, which formats it only for dead letters, with the same expressions as the SQL decoder. Spark calls it
+ * through {@link DecodeExpression}.
  *
  * <p>The schema comes as a spec string, parsed once: {@code max_bytes;future_us;age_us;tombstones;time_index;
  * name:kind:required,...}, kinds string, long, double, boolean, timestamp.
  */
-public final class EventDecoder implements UDF2<byte[], Long, Row> {
+public final class EventDecoder implements Serializable {
   private static final long serialVersionUID = 1L;
 
   static final int STRING = 0;
@@ -101,23 +108,58 @@ public final class EventDecoder implements UDF2<byte[], Long, Row> {
     return spec;
   }
 
-  private Row verdict(String reason, int field) {
-    Object[] values = new Object[2 + names.length];
-    values[0] = reason;
-    values[1] = field;
-    return new GenericRow(values);
+  private static final UTF8String EMPTY = UTF8String.fromString("empty");
+  private static final UTF8String OVERSIZED = UTF8String.fromString("oversized");
+  private static final UTF8String NOT_UTF8 = UTF8String.fromString("not_utf8");
+  private static final UTF8String MALFORMED_JSON = UTF8String.fromString("malformed_json");
+  private static final UTF8String NOT_AN_OBJECT = UTF8String.fromString("not_an_object");
+  private static final UTF8String MISSING_FIELD = UTF8String.fromString("missing_field");
+  private static final UTF8String WRONG_TYPE_REASON = UTF8String.fromString("wrong_type");
+  private static final UTF8String BAD_TIMESTAMP_REASON = UTF8String.fromString("bad_timestamp");
+  private static final UTF8String OUT_OF_RANGE = UTF8String.fromString("event_time_out_of_range");
+  private static final Integer NO_FIELD = -1;
+
+  /** The verdict's type: reason string, field int, then f0, f1, ... (timestamps as long microseconds). */
+  public StructType dataType() {
+    List<StructField> fields = new ArrayList<>();
+    fields.add(DataTypes.createStructField("reason", DataTypes.StringType, true));
+    fields.add(DataTypes.createStructField("field", DataTypes.IntegerType, true));
+    for (int i = 0; i < kinds.length; i++) {
+      fields.add(DataTypes.createStructField("f" + i, sparkType(kinds[i]), true));
+    }
+    return DataTypes.createStructType(fields);
   }
 
-  @Override
-  public Row call(byte[] value, Long recordMicros) {
+  private static DataType sparkType(int kind) {
+    switch (kind) {
+      case STRING:
+        return DataTypes.StringType;
+      case DOUBLE:
+        return DataTypes.DoubleType;
+      case BOOLEAN:
+        return DataTypes.BooleanType;
+      default: // LONG, TIMESTAMP
+        return DataTypes.LongType;
+    }
+  }
+
+  private InternalRow verdict(UTF8String reason, int field) {
+    Object[] values = new Object[2 + names.length];
+    values[0] = reason;
+    values[1] = field == -1 ? NO_FIELD : Integer.valueOf(field);
+    return new GenericInternalRow(values);
+  }
+
+  /** The verdict on a record: its value (null for a tombstone) and its Kafka timestamp, unless that is null. */
+  public InternalRow decode(byte[] value, boolean noRecordTime, long recordMicros) {
     if (value == null) {
-      return tombstones ? verdict(null, -1) : verdict("empty", -1);
+      return tombstones ? verdict(null, -1) : verdict(EMPTY, -1);
     }
     if (value.length > maxBytes) {
-      return verdict("oversized", -1);
+      return verdict(OVERSIZED, -1);
     }
     if (!Utf8.isValid(value)) {
-      return verdict("not_utf8", -1);
+      return verdict(NOT_UTF8, -1);
     }
     int n = names.length;
     // Per field: its JSON token (null when absent), and its text or value.
@@ -128,63 +170,62 @@ public final class EventDecoder implements UDF2<byte[], Long, Row> {
       try {
         JsonToken root = parser.nextToken();
         if (root == null) {
-          return verdict("malformed_json", NOT_JSON);
+          return verdict(MALFORMED_JSON, NOT_JSON);
         }
         isObject = root == JsonToken.START_OBJECT;
         // Spark refuses a lone surrogate in a string or key; valid UTF-8 can only spell one as an escape.
         boolean escapes = hasBackslash(value);
         if (isObject) {
-          readObject(parser, tokens, raw, escapes);
+          readObject(parser, value, tokens, raw, escapes);
         } else {
           skipValue(parser, root, escapes);
         }
       } catch (IOException | RuntimeException e) {
-        return verdict("malformed_json", NOT_JSON);
+        return verdict(MALFORMED_JSON, NOT_JSON);
       }
       // Nothing but blanks after the root value.
       try {
         if (parser.nextToken() != null) {
-          return verdict("malformed_json", TEXT_AFTER);
+          return verdict(MALFORMED_JSON, TEXT_AFTER);
         }
       } catch (IOException | RuntimeException e) {
-        return verdict("malformed_json", TEXT_AFTER);
+        return verdict(MALFORMED_JSON, TEXT_AFTER);
       }
     } catch (IOException e) {
-      return verdict("malformed_json", NOT_JSON);
+      return verdict(MALFORMED_JSON, NOT_JSON);
     }
     // The SQL decoder calls a value an object when its first non-blank character is '{'.
     if (!isObject || !startsWithBrace(value)) {
-      return verdict("not_an_object", -1);
+      return verdict(NOT_AN_OBJECT, -1);
     }
     Object[] values = new Object[2 + n];
-    values[1] = -1;
+    values[1] = NO_FIELD;
     for (int i = 0; i < n; i++) {
       JsonToken token = tokens[i];
       if (token == null || token == JsonToken.VALUE_NULL) {
         if (required[i]) {
-          return verdict("missing_field", i);
+          return verdict(MISSING_FIELD, i);
         }
         continue;
       }
       Object typed = typed(kinds[i], token, raw[i]);
       if (typed == WRONG_TYPE) {
-        return verdict("wrong_type", i);
+        return verdict(WRONG_TYPE_REASON, i);
       }
       if (typed == BAD_TIMESTAMP) {
-        return verdict("bad_timestamp", i);
+        return verdict(BAD_TIMESTAMP_REASON, i);
       }
       values[2 + i] = typed;
     }
-    if (timeIndex >= 0 && recordMicros != null && values[2 + timeIndex] != null) {
+    if (timeIndex >= 0 && !noRecordTime && values[2 + timeIndex] != null) {
       long eventMicros = (Long) values[2 + timeIndex];
-      long record = recordMicros;
-      if (eventMicros > record + futureMicros || eventMicros < record - ageMicros) {
+      if (eventMicros > recordMicros + futureMicros || eventMicros < recordMicros - ageMicros) {
         // The typed fields stay: the detail quotes the event time.
-        values[0] = "event_time_out_of_range";
+        values[0] = OUT_OF_RANGE;
         values[1] = timeIndex;
       }
     }
-    return new GenericRow(values);
+    return new GenericInternalRow(values);
   }
 
   private static final Object WRONG_TYPE = new Object();
@@ -193,7 +234,10 @@ public final class EventDecoder implements UDF2<byte[], Long, Row> {
   private static Object typed(int kind, JsonToken token, Object raw) {
     switch (kind) {
       case STRING:
-        return token == JsonToken.VALUE_STRING ? raw : WRONG_TYPE;
+        if (token != JsonToken.VALUE_STRING) {
+          return WRONG_TYPE;
+        }
+        return raw instanceof UTF8String ? raw : UTF8String.fromString((String) raw);
       case BOOLEAN:
         if (token == JsonToken.VALUE_TRUE) {
           return Boolean.TRUE;
@@ -242,7 +286,8 @@ public final class EventDecoder implements UDF2<byte[], Long, Row> {
   }
 
   /** The root object: each schema field's token and raw value; every other value checked and skipped. */
-  private void readObject(JsonParser parser, JsonToken[] tokens, Object[] raw, boolean escapes)
+  private void readObject(
+      JsonParser parser, byte[] value, JsonToken[] tokens, Object[] raw, boolean escapes)
       throws IOException {
     HashSet<String> seen = null;
     JsonToken token;
@@ -258,7 +303,10 @@ public final class EventDecoder implements UDF2<byte[], Long, Row> {
           throw new IOException("duplicate key");
         }
         tokens[index] = valueToken;
-        raw[index] = scalar(parser, valueToken);
+        raw[index] =
+            valueToken == JsonToken.VALUE_STRING && !escapes && kinds[index] == STRING
+                ? slice(parser, value)
+                : scalar(parser, valueToken);
         if (escapes && valueToken == JsonToken.VALUE_STRING) {
           checkSurrogates((String) raw[index]);
         }
@@ -278,6 +326,27 @@ public final class EventDecoder implements UDF2<byte[], Long, Row> {
     if (token != JsonToken.END_OBJECT) {
       throw new IOException("unexpected " + token);
     }
+  }
+
+  /**
+   * A string field's text without decoding it: its bytes in the value (valid UTF-8, and with no backslash
+   * in the value, the first quote after the opening one closes it); Jackson checks the string when it skips
+   * it. The text, as {@link #scalar}, when the parser reads a copy of the value (no byte offsets).
+   */
+  private static Object slice(JsonParser parser, byte[] value) throws IOException {
+    long quote = parser.currentTokenLocation().getByteOffset();
+    if (quote < 0 || quote >= value.length || value[(int) quote] != '"') {
+      return parser.getText();
+    }
+    int start = (int) quote + 1;
+    int end = start;
+    while (end < value.length && value[end] != '"') {
+      end++;
+    }
+    if (end == value.length) {
+      return parser.getText();
+    }
+    return UTF8String.fromBytes(value, start, end - start);
   }
 
   private int indexOf(String name) {
