@@ -24,6 +24,7 @@ from contracts.pipeline import (
     _require_in_catalogue,
     load_pipeline,
 )
+from contracts.record_headers import SOURCE_COMMIT_HEADER
 
 CONNECTOR_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 # A PostgreSQL identifier (unquoted, lower case), a schema-qualified table and a Kafka Connect name.
@@ -164,6 +165,10 @@ def debezium_connector_config(
       struct, then StringConverter), as the changelog topics carry it; value: the row after the change as
       schemaless JSON (`ExtractNewRecordState`), a tombstone for a delete (the delete event is dropped).
     - Numeric columns as JSON numbers (`decimal.handling.mode=double`); `timestamptz` as ISO-8601 text.
+    - The source commit time in a header, `SOURCE_COMMIT_HEADER` (epoch ms as text), not in the value:
+      the values keep the row's shape exactly, and the jobs that need the time read the header. For
+      PostgreSQL `source.ts_ms` is the commit time of the row's transaction; for snapshot records it is
+      the time the snapshot read the row.
     - `password` may be a literal or a config-provider reference (`${secrets:ns/name:password}`).
     """
     prefix = source.connector_name.replace("-", "_").replace(".", "_")
@@ -187,6 +192,7 @@ def debezium_connector_config(
         "key.converter": "org.apache.kafka.connect.storage.StringConverter",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable": "false",
+        "header.converter": "org.apache.kafka.connect.storage.SimpleHeaderConverter",
         "errors.tolerance": "none",
     }
     transforms = ["unwrap"]
@@ -197,6 +203,9 @@ def debezium_connector_config(
             # is dropped: one tombstone per delete. ("tombstone" would keep the delete as a record whose
             # value is the null `after` with its schema, which JsonConverter writes as the text `null`.)
             "transforms.unwrap.delete.tombstone.handling.mode": "delete-to-tombstone",
+            # The commit time as the header `__source_ts_ms` (the prefix `__` is Debezium's default).
+            "transforms.unwrap.add.headers": "source.ts_ms",
+            "transforms.unwrap.add.headers.prefix": SOURCE_COMMIT_HEADER.removesuffix("source_ts_ms"),
         }
     )
     for n, table in enumerate(source.tables):

@@ -4,8 +4,9 @@ Order, enforced with depends_on: Monitoring first (it installs the PodMonitor/Se
 CRDs every other component uses; each component installs its operator's CRDs, infra/components/crds.py),
 then the Spark platform (the jobs' namespace), then Kafka (its users live in the jobs' namespace), then the
 jobs and the lag exporter, which install our own charts (charts/streaming-job, charts/lag-exporter). With
-`streamstack:cdc` (and its password secret), the in-cluster PostgreSQL follows the Spark platform and Kafka
-Connect follows Kafka and the database. Every component gets the one explicit Kubernetes provider.
+`streamstack:cdc` (and its password secret), the in-cluster PostgreSQL follows the Spark platform, Kafka
+Connect follows Kafka and the database, and the lag exporter follows Connect (it mounts Connect's database
+Secret to read the replication slot). Every component gets the one explicit Kubernetes provider.
 """
 
 import dataclasses
@@ -19,7 +20,8 @@ from infra import config as stack_config
 from infra.components.kafka_ca import KafkaClusterCa, KafkaClusterCaArgs
 from infra.components.kafka_cluster import KafkaCluster, KafkaClusterArgs
 from infra.components.kafka_connect import CONNECT_NAME, CREDENTIALS_SECRET, KafkaConnect, KafkaConnectArgs
-from infra.components.lag_exporter import LagExporter, LagExporterArgs
+from infra.components.kafka_connect import PASSWORD_KEY as CONNECT_PASSWORD_KEY
+from infra.components.lag_exporter import LagExporter, LagExporterArgs, SlotSource, slot_source
 from infra.components.monitoring import GRAFANA_ADMIN_PASSWORD_KEY, Monitoring, MonitoringArgs
 from infra.components.postgres import Postgres, PostgresArgs
 from infra.components.spark_platform import SparkPlatform, SparkPlatformArgs
@@ -121,23 +123,11 @@ jobs = [
     )
     for job in config.jobs
 ]
-if config.lag_exporter.enabled:
-    LagExporter(
-        "lag-exporter",
-        LagExporterArgs(
-            exporter=config.lag_exporter,
-            namespace=spark_config.jobs_namespace,
-            kafka=kafka_client(exporter),
-            shadow_group_prefix=spark_config.shadow_group_prefix,
-            jobs=config.jobs,
-            cluster_nodes=cluster.nodes,
-            peers=peers,
-        ),
-        after(monitoring, *clients_after, *jobs),
-    )
 # Change data capture (streamstack:cdc): Kafka Connect + Debezium reading an in-cluster or external
 # PostgreSQL.
 cdc = config.cdc
+exporter_source: SlotSource | None = None  # the replication slot the lag exporter reads, with CDC
+exporter_after: tuple[pulumi.Resource, ...] = ()
 if cdc.enabled and cdc.connect is not None and cdc_password is not None:
     source = cdc_source()
     database = cdc.database
@@ -153,6 +143,7 @@ if cdc.enabled and cdc.connect is not None and cdc_password is not None:
                 connect_namespace=spark_config.jobs_namespace,
                 connect_name=CONNECT_NAME,
                 workload=load_generator is not None,
+                exporter=config.lag_exporter.enabled,
             ),
             after(monitoring, spark),
         )
@@ -164,7 +155,7 @@ if cdc.enabled and cdc.connect is not None and cdc_password is not None:
         host, port = external.host, external.port
         peer = DatabasePeer(port, cidrs=external.cidrs)
         source = dataclasses.replace(source, database=external.database or source.database)
-    KafkaConnect(
+    kafka_connect = KafkaConnect(
         "kafka-connect",
         KafkaConnectArgs(
             connect=cdc.connect,
@@ -196,6 +187,32 @@ if cdc.enabled and cdc.connect is not None and cdc_password is not None:
     )
     pulumi.export(
         "cdcConnector", f"kubectl get kafkaconnector -n {spark_config.jobs_namespace} {source.connector_name}"
+    )
+    # The lag exporter reads the connector's replication slot, from what Connect is given (its Secret too).
+    exporter_source = slot_source(
+        source,
+        database,
+        host=host,
+        port=port,
+        peer=peer,
+        password_secret=CREDENTIALS_SECRET,
+        password_key=CONNECT_PASSWORD_KEY,
+    )
+    exporter_after = (kafka_connect,)
+if config.lag_exporter.enabled:
+    LagExporter(
+        "lag-exporter",
+        LagExporterArgs(
+            exporter=config.lag_exporter,
+            namespace=spark_config.jobs_namespace,
+            kafka=kafka_client(exporter),
+            shadow_group_prefix=spark_config.shadow_group_prefix,
+            jobs=config.jobs,
+            cluster_nodes=cluster.nodes,
+            peers=peers,
+            source=exporter_source,
+        ),
+        after(monitoring, *clients_after, *jobs, *exporter_after),
     )
 
 pulumi.export("kafkaBootstrapServers", kafka.bootstrap_servers)

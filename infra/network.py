@@ -70,6 +70,12 @@ KAFKA_CLIENT_APPS = (STREAMING_JOB_APP, LAG_EXPORTER_APP, LOAD_GENERATOR_APP, KA
 KAFKA_CONNECT_REST_PORT = 8083
 POSTGRES_PORT = 5432
 POSTGRES_POD_LABELS = {"app.kubernetes.io/name": "postgres", "app.kubernetes.io/component": "cdc-database"}
+# The lag exporter's pods (charts/lag-exporter's selector labels; the release is named after the app), which
+# read the CDC replication slot from PostgreSQL.
+LAG_EXPORTER_POD_LABELS = {
+    "app.kubernetes.io/name": LAG_EXPORTER_APP,
+    "app.kubernetes.io/instance": LAG_EXPORTER_APP,
+}
 
 # kube-prometheus-stack 88.5.3: labels the Prometheus Operator puts on the Prometheus and Alertmanager pods,
 # the grafana and kube-state-metrics sub-charts' pod labels, the operator's pod label.
@@ -467,6 +473,15 @@ class DatabasePeer:
             return [rule([peer(self.namespace, POSTGRES_POD_LABELS)], [self.port], "to")]
         return address_rules(self.cidrs, [self.port], "to")
 
+    def chart_values(self) -> dict[str, Any]:
+        """The lag-exporter chart's `networkPolicy.postgres`: the same destination as Connect's egress."""
+        return {
+            "namespace": self.namespace or "",
+            "podLabels": dict(POSTGRES_POD_LABELS) if self.namespace is not None else {},
+            "cidrs": [] if self.namespace is not None else list(self.cidrs),
+            "port": self.port,
+        }
+
 
 def kafka_connect_policies(
     kafka: KafkaConfig, namespace: str, connect_name: str, database: DatabasePeer, monitoring_namespace: str
@@ -506,14 +521,21 @@ def kafka_connect_policies(
 
 
 def postgres_policies(
-    namespace: str, connect_namespace: str, connect_name: str, workload: bool = False
+    namespace: str,
+    connect_namespace: str,
+    connect_name: str,
+    workload: bool = False,
+    exporter: bool = False,
 ) -> list[Policy]:
     """The in-cluster database's namespace: deny all, DNS, and only Kafka Connect -> PostgreSQL; with
     `workload` (dev's load generators), also the application workload that writes the tables
-    (jobs.producers.cdc_workload, run as a load generator in Connect's namespace)."""
+    (jobs.producers.cdc_workload, run as a load generator in Connect's namespace); with `exporter`, the lag
+    exporter of Connect's namespace, which reads the connector's replication slot."""
     clients = [peer(connect_namespace, kafka_connect_pod_labels(connect_name))]
     if workload:
         clients.append(peer(connect_namespace, LOAD_GENERATOR_POD_LABELS))
+    if exporter:
+        clients.append(peer(connect_namespace, LAG_EXPORTER_POD_LABELS))
     return [
         *baseline(namespace),
         policy(

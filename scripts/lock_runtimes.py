@@ -51,6 +51,10 @@ SPARK_KAFKA_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 # Kafka 4.3.1, a patch release, keeps.
 DEBEZIUM_ROOTS = ["io.debezium:debezium-connector-postgres:3.6.1.Final"]
 
+# The Prometheus JMX exporter's Java agent (one shaded jar) for the local Connect worker: the newest release
+# Maven Central serves here (maven-metadata.xml <release>).
+CONNECT_JMX_EXPORTER_ROOTS = ["io.prometheus.jmx:jmx_prometheus_javaagent:1.0.1"]
+
 # Debian bookworm's PostgreSQL 15 server and the libpq5 its programs link; unpacked, never installed.
 POSTGRESQL_PACKAGES = ("postgresql-15", "libpq5")
 POSTGRESQL_VERSION = "15.20-0+deb12u1"
@@ -173,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             for entry in resolve(DEBEZIUM_ROOTS, transitive=True, workdir=tmpdir / "debezium")
             if (entry[0], entry[1]) not in on_broker
         ]
+        jmx_exporter = resolve(CONNECT_JMX_EXPORTER_ROOTS, transitive=False, workdir=tmpdir / "jmx-exporter")
         maven = [
             {
                 "set": jar_set,
@@ -186,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("kafka-metrics-reporter", reporter),
                 ("spark-kafka", spark_kafka),
                 ("debezium", debezium),
+                ("connect-jmx-exporter", jmx_exporter),
             )
             for group, artifact, version, jar in jars
         ]

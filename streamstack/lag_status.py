@@ -20,6 +20,10 @@ Where each column comes from:
   the watermark trails the batch time; only for queries with a watermark). A query a job reports that the
   exporter does not know gets a row of its own with no lag (SOURCE `-`).
 
+Below the table, the CDC source (streamstack/source_status.py): the replication slot's source lag (bytes and
+seconds), whether it is active, and the connector's and its tasks' state with Debezium's milliseconds behind
+source, from `--connect-metrics-url` (locally Kafka Connect's JMX exporter, from the state file).
+
 Errors are one line and exit 1: an unreachable URL, or one that serves no streamstack metrics. In local mode a
 job endpoint that does not answer (a job starting or gone) is reported under the table instead.
 """
@@ -41,6 +45,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from contracts import metrics
 from contracts.shadow_groups import SHADOW_GROUP_PREFIX
+from streamstack import source_status
 from streamstack.errors import StreamstackError
 from streamstack.local.stack import require_running_state
 from streamstack.paths import default_workdir
@@ -73,6 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=SHADOW_GROUP_PREFIX,
         help=f"group id prefix of the jobs' shadow groups (default {SHADOW_GROUP_PREFIX})",
     )
+    parser.add_argument(
+        "--connect-metrics-url",
+        default=None,
+        metavar="URL",
+        help="Kafka Connect's /metrics (its JMX exporter), for the CDC connector's state (local: state file)",
+    )
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each endpoint")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -82,12 +93,15 @@ class Endpoints:
     exporter_url: str
     job_metrics_urls: tuple[str, ...]
     strict_jobs: bool  # an unreachable job endpoint is an error (given on the command line) or a note (local)
+    connect_metrics_url: str | None = None
 
 
 def endpoints_from_args(args: argparse.Namespace) -> Endpoints:
     job_urls = tuple(args.job_metrics_url or ())
     if args.exporter_url is not None:
-        return Endpoints(args.exporter_url, job_urls, strict_jobs=True)
+        return Endpoints(
+            args.exporter_url, job_urls, strict_jobs=True, connect_metrics_url=args.connect_metrics_url
+        )
     if job_urls:
         raise StreamstackError(
             "--job-metrics-url needs --exporter-url (locally both come from the state file)"
@@ -97,7 +111,10 @@ def endpoints_from_args(args: argparse.Namespace) -> Endpoints:
     if not exporter:
         raise StreamstackError("the local stack runs no lag exporter (its state file names none)")
     local_jobs = tuple(job["metrics_url"] for job in state.get("jobs", []))
-    return Endpoints(str(exporter["metrics_url"]), local_jobs, strict_jobs=False)
+    connect_url = args.connect_metrics_url or (state.get("cdc") or {}).get("connect_metrics_url")
+    return Endpoints(
+        str(exporter["metrics_url"]), local_jobs, strict_jobs=False, connect_metrics_url=connect_url
+    )
 
 
 def fetch_samples(url: str, prefix: str, flag: str, timeout: float) -> Samples:
@@ -202,6 +219,7 @@ class Backpressure:
     batch_utilization: float | None = None
     rate_limited: bool | None = None
     watermark_delay_seconds: float | None = None
+    freshness_seconds: float | None = None  # commit in the database -> output (CDC-fed jobs only)
 
 
 def parse_job(samples: Samples) -> list[Backpressure]:
@@ -220,6 +238,7 @@ def parse_job(samples: Samples) -> list[Backpressure]:
                 batch_utilization=values.get(metrics.BATCH_UTILIZATION),
                 rate_limited=None if rate_limited is None else rate_limited == 1,
                 watermark_delay_seconds=values.get(metrics.WATERMARK_DELAY_SECONDS),
+                freshness_seconds=values.get(metrics.FRESHNESS_SECONDS),
             )
         )
     return result
@@ -240,6 +259,7 @@ class StatusRow:
     batch_utilization: float | None = None
     rate_limited: bool | None = None
     watermark_delay_seconds: float | None = None
+    freshness_seconds: float | None = None
 
     @property
     def status_text(self) -> str:
@@ -303,6 +323,7 @@ def _pressure_fields(pressure: Backpressure | None) -> dict[str, Any]:
         "batch_utilization": pressure.batch_utilization,
         "rate_limited": pressure.rate_limited,
         "watermark_delay_seconds": pressure.watermark_delay_seconds,
+        "freshness_seconds": pressure.freshness_seconds,
     }
 
 
@@ -311,6 +332,8 @@ class StatusReport:
     exporter: ExporterState
     rows: list[StatusRow]
     unreachable_jobs: list[str] = field(default_factory=list)  # local mode: "url: reason"
+    slots: list[source_status.SlotStatus] = field(default_factory=list)
+    connectors: list[source_status.ConnectorStatus] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -320,6 +343,11 @@ class StatusReport:
             },
             "rows": [{**asdict(row), "topics": list(row.topics)} for row in self.rows],
             "unreachable_job_endpoints": self.unreachable_jobs,
+            "source_slots": [asdict(slot) for slot in self.slots],
+            "connectors": [
+                {**asdict(connector), "tasks": [list(task) for task in connector.tasks]}
+                for connector in self.connectors
+            ],
         }
 
 
@@ -335,7 +363,24 @@ def collect(endpoints: Endpoints, shadow_prefix: str, timeout: float) -> StatusR
             if endpoints.strict_jobs:
                 raise
             unreachable.append(str(error).removeprefix("--job-metrics-url "))
-    return StatusReport(health, build_rows(consumers, backpressure, shadow_prefix), unreachable)
+    connectors: list[source_status.ConnectorStatus] = []
+    if endpoints.connect_metrics_url:
+        try:
+            connect_samples = fetch_samples(
+                endpoints.connect_metrics_url, "", "--connect-metrics-url", timeout
+            )
+            connectors = source_status.parse_connectors(connect_samples)
+        except StreamstackError as error:
+            if endpoints.strict_jobs:
+                raise
+            unreachable.append(str(error))
+    return StatusReport(
+        health,
+        build_rows(consumers, backpressure, shadow_prefix),
+        unreachable,
+        source_status.parse_slots(exporter_samples),
+        connectors,
+    )
 
 
 def _number(value: float | None, digits: int = 1, suffix: str = "") -> str:
@@ -385,7 +430,17 @@ def render(report: StatusReport, now: float | None = None) -> str:
         f"checkpoint {group}: unreadable (see the exporter's log)"
         for group in report.exporter.unreadable_checkpoints
     ]
-    lines += [f"job metrics {entry}" for entry in report.unreachable_jobs]
+    lines += source_status.render_lines(report.slots, report.connectors)
+    lines += [
+        f"end-to-end freshness of {row.name}: {_number(row.freshness_seconds, 1, 's')}"
+        " (commit in the database -> its output)"
+        for row in report.rows
+        if row.kind == "job" and row.freshness_seconds is not None
+    ]
+    lines += [
+        entry if entry.startswith("--connect-metrics-url") else f"job metrics {entry}"
+        for entry in report.unreachable_jobs
+    ]
     return "\n".join(lines)
 
 

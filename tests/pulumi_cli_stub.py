@@ -19,7 +19,9 @@ CLI keeps, where it keeps it, and refuses what the real one refuses, with its me
   with `--path` the rest of KEY is a path of `.name` and `[index]` steps (an index may replace an item or
   append one, no more; a missing level becomes a map or a list), and "true"/"false" and integers are stored
   as booleans and numbers; without `--path` KEY is one key, dots and brackets included, and the value a
-  string. Secrets (`--secret`) are not emulated.
+  string. VALUE may come on stdin instead (the real CLI reads it there when stdin is not a terminal, one
+  trailing newline removed). `--secret` needs the stack's passphrase and stores `{secure: <ciphertext>}` as
+  the real CLI does (the stand-in's ciphertext is a digest, never the value).
 - `up`, `preview`, `destroy` and `stack output` need the stack (`--stack NAME`, else the selected one) and
   its passphrase; `up` and `destroy` need `--yes` or `--skip-preview` in a non-interactive session. `up` gives
   the stack the outputs in the JSON file `$PULUMI_STUB_OUTPUTS` (what `streamstack render` computes), and
@@ -306,9 +308,12 @@ def assign(container: Any, step: str | int, value: Any, key: str) -> None:
 
 
 def config_set(arguments: list[str]) -> str:
-    stack, given, rest = split_options(arguments, {"--path", "--plaintext"})
+    stack, given, rest = split_options(arguments, {"--path", "--plaintext", "--secret"})
+    if len(rest) == 1 and not sys.stdin.isatty():
+        text = sys.stdin.read()
+        rest.append(text.removesuffix("\n"))
     if len(rest) != 2:
-        raise CliError(f"the stub takes `pulumi config set [--path] KEY VALUE`, got {arguments}")
+        raise CliError(f"the stub takes `pulumi config set [--path] [--secret] KEY [VALUE]`, got {arguments}")
     key, text = rest
     if stack is None:
         stack = read_json(workspace_file()).get("stack")
@@ -322,6 +327,9 @@ def config_set(arguments: list[str]) -> str:
         value: Any = path_value(text) if steps else text
     else:
         top, steps, value = key, [], text
+    if "--secret" in given:
+        load_stack(stack)  # the passphrase that encrypts it, the stack's own
+        value = {"secure": "v1:stub:" + hashlib.sha256(text.encode()).hexdigest()}
     if ":" not in top:
         top = f"{project_name}:{top}"
     config_file = root / f"Pulumi.{stack}.yaml"

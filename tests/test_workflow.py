@@ -386,6 +386,8 @@ def test_the_workflows_pulumi_steps_run_on_a_fresh_runner(
         ("login", "file"),
         ("create or select stack", "dev"),
         *address_settings,
+        # The CDC database password, made for the run and given on stdin (never on a command line).
+        ("config set", "--secret", "--stack", "cdcDatabasePassword", "dev"),
         ("up", "dev"),
     ]
 

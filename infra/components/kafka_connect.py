@@ -31,6 +31,7 @@ import pulumi_kubernetes as kubernetes
 import yaml
 
 from contracts.cdc import CdcSource, connect_worker_config, debezium_connector_config
+from contracts.connect_metrics import jmx_exporter_rules
 from infra import network
 from infra.components.common import READY, WAIT_FOR, child, metadata, network_policies
 from infra.components.kafka_cluster import API_VERSION, user_spec
@@ -54,50 +55,8 @@ CONNECT_READY_TIMEOUT = "15m"
 METRICS_CONFIG_MAP = "cdc-connect-metrics"
 METRICS_KEY = "metrics-config.yml"
 METRICS_PORT_NAME = "tcp-prometheus"  # Strimzi's name for the metrics port of its pods
-# The Prometheus JMX exporter's rules (Strimzi's example kafka-connect-metrics.yaml, narrowed): the state of
-# each connector and task as a 0/1 gauge per state, and Debezium's connector metrics (streaming:
-# MilliSecondsBehindSource, TotalNumberOfEventsSeen, Connected, ...; snapshot: SnapshotRunning, ...) as
-# debezium_metrics_<name>{plugin, context, name}.
-METRICS_RULES: dict[str, Any] = {
-    "lowercaseOutputName": True,
-    "lowercaseOutputLabelNames": True,
-    "rules": [
-        {
-            "pattern": "kafka.connect<type=connector-metrics, connector=(.+)><>status: ([a-z-]+)",
-            "name": "kafka_connect_connector_status",
-            "value": 1,
-            "labels": {"connector": "$1", "status": "$2"},
-            "type": "GAUGE",
-        },
-        {
-            "pattern": (
-                "kafka.connect<type=connector-task-metrics, connector=(.+), task=(.+)><>status: ([a-z-]+)"
-            ),
-            "name": "kafka_connect_connector_task_status",
-            "value": 1,
-            "labels": {"connector": "$1", "task": "$2", "status": "$3"},
-            "type": "GAUGE",
-        },
-        {
-            "pattern": "kafka.connect<type=connect-worker-metrics><>([a-z-]+): (.+)",
-            "name": "kafka_connect_worker_$1",
-            "type": "GAUGE",
-        },
-        {
-            "pattern": (
-                "debezium.([^:]+)<type=connector-metrics, context=([^,]+), server=([^,]+), task=([^>]+)>"
-                "<>([^:]+)"
-            ),
-            "name": "debezium_metrics_$5",
-            "labels": {"plugin": "$1", "context": "$2", "name": "$3", "task": "$4"},
-        },
-        {
-            "pattern": "debezium.([^:]+)<type=connector-metrics, context=([^,]+), server=([^>]+)><>([^:]+)",
-            "name": "debezium_metrics_$4",
-            "labels": {"plugin": "$1", "context": "$2", "name": "$3"},
-        },
-    ],
-}
+# The Prometheus JMX exporter's rules: contracts/connect_metrics.py, shared with the local Connect worker.
+METRICS_RULES: dict[str, Any] = jmx_exporter_rules()
 
 
 def password_reference() -> str:
@@ -212,6 +171,10 @@ def connect_spec(
     resources = connect.resources.as_dict()
     if resources:
         spec["resources"] = resources
+    if connect.heap is not None:
+        # A fixed heap (cdc.connect.heap), which the memory request and limit hold with the non-heap
+        # Connect measurably needs (infra/config/cdc.py checks); unset, Strimzi takes 75% of the limit.
+        spec["jvmOptions"] = {"-Xms": connect.heap, "-Xmx": connect.heap}
     return spec
 
 

@@ -8,6 +8,14 @@ every job's checkpoint claim mounted read-only at `/checkpoints/<job>`. The SASL
 KafkaUser's Secret by reference (`password` key), never a flag or a value; with `kafka.clientTls` it uses
 SASL_SSL on the TLS listener, trusting the cluster CA mounted from KafkaClusterCa's copy. The release is named
 `lag-exporter`, so its Service, and with it Prometheus' `job` label, are `lag-exporter` as in the local stack.
+
+With change data capture (`streamstack:cdc`) it also reads the Debezium connector's replication slot
+(`--postgres-*`, monitoring/lag_exporter/postgres_source.py), as the local stack does: `slot_source` takes the
+host, port, database and slot from what Kafka Connect is given (contracts/cdc.py's `CdcSource`, the stack's
+`cdc.database`), logs in as Connect's user and reads the password as a file of Connect's own Secret
+(`cdc-database-credentials`, same namespace), and egresses to the same destination as Connect
+(`DatabasePeer`). The WAL disk size is the in-cluster database's volume (`storageSize`, which also holds the
+data: an upper bound); for an external database it is 0, i.e. not exported.
 """
 
 from __future__ import annotations
@@ -19,10 +27,12 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
+from contracts.cdc import CdcSource
 from infra.components.common import KafkaClientArgs, child
 from infra.config import (
     LAG_EXPORTER_CHART,
     ConfigError,
+    DatabaseConfig,
     ImageReference,
     JobConfig,
     LagExporterConfig,
@@ -30,9 +40,65 @@ from infra.config import (
     require_exporter_reach,
     setting,
 )
+from infra.config.cdc import memory_bytes
 from infra.kafka_access import exporter_group_allow
+from infra.network import DatabasePeer
 
 NAME = "lag-exporter"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlotSource:
+    """The CDC connector's replication slot, where the exporter reads it: the chart's `postgres` values and
+    its egress (`peer`, the same as Kafka Connect's)."""
+
+    host: str
+    port: int
+    user: str
+    database: str
+    slot: str
+    password_secret: str
+    password_key: str
+    wal_disk_bytes: int
+    peer: DatabasePeer
+
+    def chart_values(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "port": self.port,
+            "user": self.user,
+            "database": self.database,
+            "slot": self.slot,
+            "passwordSecret": {"name": self.password_secret, "key": self.password_key},
+            "walDiskBytes": self.wal_disk_bytes,
+        }
+
+
+def slot_source(
+    source: CdcSource,
+    database: DatabaseConfig,
+    *,
+    host: str,
+    port: int,
+    peer: DatabasePeer,
+    password_secret: str,
+    password_key: str,
+) -> SlotSource:
+    """The slot of the connector Kafka Connect runs: `source` (with the external database's name when one is
+    set), `host`/`port`/`peer` and the password Secret exactly as Connect is given them."""
+    in_cluster = database.in_cluster
+    return SlotSource(
+        host=host,
+        port=port,
+        user=database.user,
+        database=source.database,
+        slot=source.slot_name,
+        password_secret=password_secret,
+        password_key=password_key,
+        # The claim holds PGDATA with pg_wal: its size bounds the WAL. Unknown for an external database.
+        wal_disk_bytes=memory_bytes(in_cluster.storage_size) if in_cluster is not None else 0,
+        peer=peer,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +107,8 @@ class LagExporterArgs(KafkaClientArgs):
     namespace: str
     shadow_group_prefix: str
     jobs: tuple[JobConfig, ...]
+    # The CDC replication slot (None: no change data capture, no `--postgres-*` flags).
+    source: SlotSource | None = None
 
     def __post_init__(self) -> None:
         if self.exporter.image is None:
@@ -80,6 +148,9 @@ def chart_values(args: LagExporterArgs) -> dict[str, Any]:
         "podSecurityContext": {"runAsUser": user, "runAsGroup": user, "fsGroup": user},
         "networkPolicy": args.peers.chart_values(),
     }
+    if args.source is not None:
+        values["postgres"] = args.source.chart_values()
+        values["networkPolicy"]["postgres"] = args.source.peer.chart_values()
     resources = exporter.resources.as_dict()
     if resources:
         values["resources"] = resources

@@ -16,9 +16,9 @@ what the dev stack needs; production uses an external, managed PostgreSQL (`cdc.
 - The login Debezium uses is the image's superuser (`POSTGRES_USER`, `cdc.database.user`), so it may create
   the publication and the replication slot; its password is the stack secret `cdcDatabasePassword`, in a
   Secret of this namespace mounted as a file (`POSTGRES_PASSWORD_FILE`), never an environment variable.
-- The namespace denies all traffic but Kafka Connect -> PostgreSQL and, with load generators, the dev
-  application workload (jobs.producers.cdc_workload), which creates and writes the tables
-  (infra/network.py, postgres_policies).
+- The namespace denies all traffic but Kafka Connect -> PostgreSQL, with load generators the dev
+  application workload (jobs.producers.cdc_workload), which creates and writes the tables, and with the lag
+  exporter the exporter, which reads the connector's replication slot (infra/network.py, postgres_policies).
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ class PostgresArgs:
     # jobs.producers.cdc_workload) may write the tables; it creates them (`--schema-only`) before Debezium's
     # publication can name them.
     workload: bool = False
+    # Whether the lag exporter (Connect's namespace) reads the connector's replication slot.
+    exporter: bool = False
 
 
 def server_args(database: InClusterDatabase) -> list[str]:
@@ -186,7 +188,9 @@ class Postgres(pulumi.ComponentResource):
             self,
             name,
             namespace,
-            network.postgres_policies(namespace, args.connect_namespace, args.connect_name, args.workload),
+            network.postgres_policies(
+                namespace, args.connect_namespace, args.connect_name, args.workload, args.exporter
+            ),
         )
         if args.workload:
             policies += network_policies(

@@ -4,7 +4,8 @@ database it reads, either an in-cluster PostgreSQL (a StatefulSet, the dev stack
 
     streamstack:cdc:
       enabled: true
-      connect: {image: streamstack/connect:0.1.0-kafka4.3.1-debezium3.6.1, replicas: 1, resources: {...}}
+      connect: {image: streamstack/connect:0.1.0-kafka4.3.1-debezium3.6.1, replicas: 1, heap: 192m,
+                resources: {...}}
       database:
         user: streamstack_cdc
         inCluster: {namespace: postgres, image: postgres:15.20-bookworm, storageSize: 2Gi, ...}
@@ -41,6 +42,30 @@ _HOSTNAME = re.compile(
 )
 _PG_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+# A JVM heap size as Strimzi's jvmOptions take it (-Xms/-Xmx, the CRD's pattern): bytes, or m/g binary units.
+_JVM_SIZE = re.compile(r"^([0-9]+)([mMgG]?)$")
+_JVM_UNITS = {"": 1, "m": 2**20, "g": 2**30}
+_MEMORY_UNITS = {
+    "m": 0.001,
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
+_MEMORY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+MIB = 2**20
+# What the Connect JVM holds beside its heap, measured (README.md, "On a laptop with Docker and kind"): the
+# local worker (streamstack/local/connect.py with the Strimzi image's G1 flags, C2 on) streaming Debezium at
+# 100 changes/s with a 192m heap touched in full (-XX:+AlwaysPreTouch) had an RSS of 382 MiB, 190 MiB
+# beyond the heap (Native Memory Tracking: metaspace and class space 57, G1's own 45, code cache 24, symbols
+# 12, CDS 12, threads 5; malloc's own 28 more). 224 MiB adds room for the Prometheus JMX exporter agent
+# Strimzi runs in the pod. The memory limit must hold heap + this, or the pod is OOM-killed.
+CONNECT_NON_HEAP = 224 * MIB
 
 CONNECT_RESOURCES = Resources(
     setting("cdc.connect.resources"), {"cpu": "250m", "memory": "1Gi"}, {"memory": "1Gi"}
@@ -50,6 +75,22 @@ POSTGRES_RESOURCES = Resources(
     {"cpu": "100m", "memory": "256Mi"},
     {"cpu": "1", "memory": "512Mi"},
 )
+
+
+def memory_bytes(quantity: str) -> int:
+    """A Kubernetes memory quantity (`512Mi`, `1Gi`, `500M`) in bytes."""
+    match = _MEMORY.match(quantity)
+    if match is None:
+        raise ValueError(f"not a memory quantity: {quantity!r}")
+    return int(float(match.group(1)) * _MEMORY_UNITS[match.group(2) or ""])
+
+
+def jvm_size_bytes(size: str) -> int:
+    """A JVM size (`256m`, `1g`, `268435456`) in bytes."""
+    match = _JVM_SIZE.match(size)
+    if match is None:
+        raise ValueError(f"not a JVM size: {size!r}")
+    return int(match.group(1)) * _JVM_UNITS[match.group(2).lower()]
 
 
 def require_pinned_image(name: str, image: str) -> None:
@@ -65,17 +106,42 @@ def require_pinned_image(name: str, image: str) -> None:
 @dataclass(frozen=True)
 class ConnectConfig:
     """The Strimzi KafkaConnect: our Connect image (Strimzi's Kafka image + the Debezium plugin,
-    infra/connect/Dockerfile), its replicas and resources."""
+    infra/connect/Dockerfile), its replicas, JVM heap and resources.
+
+    `heap` (a JVM size such as 192m) becomes the pods' -Xms and -Xmx. Unset, Strimzi gives the heap 75% of
+    the memory limit, which leaves a small limit too little for what the JVM holds beside its heap; set, the
+    memory limit must hold the heap plus CONNECT_NON_HEAP, or the pod is OOM-killed (the request, what the
+    scheduler reserves, may be what Connect uses in steady state)."""
 
     image: str
     replicas: int = 1
     image_pull_policy: str = "IfNotPresent"
+    heap: str | None = None
     resources: Resources = CONNECT_RESOURCES
 
     def __post_init__(self) -> None:
         require_pinned_image(setting("cdc.connect.image"), self.image)
         require_minimum(setting("cdc.connect.replicas"), self.replicas, 1)
         require_choice(setting("cdc.connect.imagePullPolicy"), self.image_pull_policy, PULL_POLICIES)
+        if self.heap is None:
+            return
+        if not _JVM_SIZE.match(self.heap):
+            raise ConfigError(
+                f"{setting('cdc.connect.heap')}: {self.heap!r} is not a JVM size such as 256m or 1g"
+            )
+        needed = jvm_size_bytes(self.heap) + CONNECT_NON_HEAP
+        limit = self.resources.limits.get("memory")
+        if limit is None:
+            raise ConfigError(
+                f"{self.resources.setting}.limits.memory: required with {setting('cdc.connect.heap')}: at "
+                f"least the heap plus {CONNECT_NON_HEAP // MIB} MiB ({-(-needed // MIB)}Mi)"
+            )
+        if memory_bytes(limit) < needed:
+            raise ConfigError(
+                f"{self.resources.setting}.limits.memory: {limit} is less than the heap ({self.heap}) plus "
+                f"the {CONNECT_NON_HEAP // MIB} MiB Kafka Connect holds beside it: at least "
+                f"{-(-needed // MIB)}Mi"
+            )
 
 
 @dataclass(frozen=True)
@@ -173,7 +239,7 @@ def _cdc(section: Section) -> CdcConfig:
     if not enabled:
         return CdcConfig()
     connect = section.section("connect")
-    connect.only("image", "replicas", "imagePullPolicy", "resources")
+    connect.only("image", "replicas", "imagePullPolicy", "heap", "resources")
     database = section.section("database")
     database.only("user", "inCluster", "external")
     in_cluster = external = None
@@ -213,6 +279,7 @@ def _cdc(section: Section) -> CdcConfig:
             image=connect.string("image"),
             replicas=connect.integer("replicas", ConnectConfig.replicas),
             image_pull_policy=connect.string("imagePullPolicy", ConnectConfig.image_pull_policy),
+            heap=connect.string("heap", None),
             resources=_resources(connect.section("resources"), CONNECT_RESOURCES),
         ),
         database=DatabaseConfig(

@@ -98,12 +98,17 @@ def start_changelog_queries(
     config: StreamingJobConfig,
     decoders: Mapping[str, Decoder],
     process: Callable[[DataFrame, BatchOffsets], None],
+    *,
+    include_headers: bool = False,
+    observe: Callable[[DataFrame], DataFrame] | None = None,
 ) -> list[StreamingQuery]:
     """The queries of a job that reads its topics (the keys of `decoders`) as tables in foreachBatch:
-    `<name>` calls `process(batch, offsets)` on each batch of all of them (start_end_offsets_query), and
-    `<name>.dead-letters` sends their malformed records, each topic decoded by its decoder, to the
-    dead-letter topic."""
+    `<name>` calls `process(batch, offsets)` on each batch of all of them (start_end_offsets_query, which
+    takes `include_headers` and `observe`), and `<name>.dead-letters` sends their malformed records, each
+    topic decoded by its decoder, to the dead-letter topic."""
     return [
-        start_end_offsets_query(spark, config, list(decoders), process),
+        start_end_offsets_query(
+            spark, config, list(decoders), process, include_headers=include_headers, observe=observe
+        ),
         start_topics_dead_letter_query(spark, config, decoders),
     ]

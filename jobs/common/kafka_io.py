@@ -40,8 +40,11 @@ def kafka_sink_options(config: StreamingJobConfig) -> dict[str, str]:
     return {**kafka_options(config), "kafka.max.request.size": str(DEAD_LETTER_MAX_MESSAGE_BYTES)}
 
 
-def read_kafka_stream(spark: SparkSession, config: StreamingJobConfig, topics: Sequence[str]) -> DataFrame:
-    """Kafka records (key, value, topic, partition, offset, timestamp, ...) of the given topics.
+def read_kafka_stream(
+    spark: SparkSession, config: StreamingJobConfig, topics: Sequence[str], *, include_headers: bool = False
+) -> DataFrame:
+    """Kafka records (key, value, topic, partition, offset, timestamp, ..., and `headers` when asked for) of
+    the given topics.
 
     `--starting-offsets` / `--starting-timestamp-ms` only apply when the query has no checkpoint yet: they
     are how a replay into a new checkpoint chooses where to start.
@@ -51,7 +54,7 @@ def read_kafka_stream(spark: SparkSession, config: StreamingJobConfig, topics: S
         .options(**kafka_source_options(config))
         .option("subscribe", ",".join(topics))
         .option("failOnDataLoss", "false" if config.accept_data_loss else "true")
-        .option("includeHeaders", "false")
+        .option("includeHeaders", "true" if include_headers else "false")
     )
     if config.starting_timestamp_ms is not None:
         reader = reader.option("startingTimestamp", str(config.starting_timestamp_ms))

@@ -86,18 +86,23 @@ def start_end_offsets_query(
     config: StreamingJobConfig,
     topics: Sequence[str],
     process: Callable[[DataFrame, BatchOffsets], None],
+    *,
+    include_headers: bool = False,
+    observe: Callable[[DataFrame], DataFrame] | None = None,
 ) -> StreamingQuery:
     """The job's main query (`config.query_name`): reads `topics` as one stream and calls
     `process(batch, offsets)` on each batch with the end offsets the batch was planned with, so that it can
-    read other topics, or the same ones as tables, exactly as far as the batch reaches."""
+    read other topics, or the same ones as tables, exactly as far as the batch reaches. `observe` wraps the
+    stream (an observed metric); it is computed when `process` scans the batch."""
     checkpoint = config.checkpoint_for(config.query_name)
 
     def process_batch(batch: DataFrame, batch_id: int) -> None:
         end_offsets = batch_end_offsets(batch.sparkSession, checkpoint, batch_id)
         process(batch, BatchOffsets(batch_id, checkpoint, end_offsets))
 
+    records = read_kafka_stream(spark, config, topics, include_headers=include_headers)
     return start_foreach_batch_query(
-        read_kafka_stream(spark, config, topics),
+        observe(records) if observe is not None else records,
         config,
         query_name=config.query_name,
         process=process_batch,

@@ -23,10 +23,14 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from contracts.metrics import (
     BATCH_UTILIZATION,
+    FRESHNESS_SECONDS,
     QUERY_ACTIVE,
     QUERY_FAILED,
     QUERY_PREFIX,
     RATE_LIMITED,
+    SOURCE_COMMIT_APPLIED,
+    SOURCE_COMMIT_NEWEST,
+    SOURCE_COMMIT_OLDEST,
     WATERMARK_DELAY_SECONDS,
 )
 from contracts.shadow_groups import shadow_group
@@ -34,6 +38,9 @@ from jobs.common.config import StreamingJobConfig
 from jobs.common.shadow_group import ShadowGroupCommitter
 
 OBSERVED_DEAD_LETTERS = "dead_letters"
+# A CDC-fed query's observed metric: the oldest and newest source commit time (epoch ms) of the records a
+# batch applied, and how many records carried one (jobs.user_view.transforms.observe_source_commits).
+OBSERVED_SOURCE_COMMITS = "source_commits"
 
 
 def parse_spark_timestamp(text: str) -> float:
@@ -68,6 +75,9 @@ class QueryState:
     dead_letters_total: dict[str, int] = field(default_factory=dict)
     last_progress_unix: float = 0.0
     last_activity_unix: float = 0.0
+    last_idle_unix: float = 0.0
+    # The last batch that applied records with a source commit time: (oldest, newest, committed at).
+    source_commits: tuple[float, float, float] | None = None
 
 
 class QueryProgressStore:
@@ -105,12 +115,22 @@ class QueryProgressStore:
                 state.dead_letters_total[reason] = state.dead_letters_total.get(reason, 0) + int(count or 0)
             state.last_progress_unix = parse_spark_timestamp(progress["timestamp"])
             state.last_activity_unix = max(state.last_activity_unix, state.last_progress_unix)
+            commits = (progress.get("observedMetrics") or {}).get(OBSERVED_SOURCE_COMMITS) or {}
+            if int(commits.get("changes") or 0) > 0:
+                # The batch has committed when its progress is reported: trigger start + its duration.
+                trigger_ms = float((progress.get("durationMs") or {}).get("triggerExecution", 0))
+                state.source_commits = (
+                    float(commits["oldest_ms"]) / 1000.0,
+                    float(commits["newest_ms"]) / 1000.0,
+                    state.last_progress_unix + trigger_ms / 1000.0,
+                )
 
     def idle(self, query_id: str, timestamp: str) -> None:
         with self._lock:
             label = self._names_by_id.get(query_id, query_id)
             state = self._queries.setdefault(label, QueryState())
             state.last_activity_unix = max(state.last_activity_unix, parse_spark_timestamp(timestamp))
+            state.last_idle_unix = max(state.last_idle_unix, parse_spark_timestamp(timestamp))
 
     def terminated(self, query_id: str, failed: bool) -> None:
         with self._lock:
@@ -132,6 +152,8 @@ class QueryProgressStore:
                     dead_letters_total=dict(state.dead_letters_total),
                     last_progress_unix=state.last_progress_unix,
                     last_activity_unix=state.last_activity_unix,
+                    last_idle_unix=state.last_idle_unix,
+                    source_commits=state.source_commits,
                 )
                 for name, state in self._queries.items()
             }
@@ -204,6 +226,21 @@ class QueryProgressCollector(Collector):
         since_progress = gauge(
             "seconds_since_last_progress", "Seconds since the query last reported a batch or being idle"
         )
+        freshness = gauge(
+            FRESHNESS_SECONDS,
+            "Seconds the output trails the source database: now - the oldest source commit of the last "
+            "batch while input may be waiting; that batch's commit-to-output delay once Spark finds no "
+            "new input (an idle database does not age the view)",
+        )
+        commit_oldest = gauge(
+            SOURCE_COMMIT_OLDEST, "Oldest source commit time among the changes the last such batch applied"
+        )
+        commit_newest = gauge(
+            SOURCE_COMMIT_NEWEST, "Newest source commit time among the changes the last such batch applied"
+        )
+        commit_applied = gauge(
+            SOURCE_COMMIT_APPLIED, "When the last batch that applied changes with a source commit time ended"
+        )
         now = self._clock()
 
         for name, state in sorted(self._store.snapshot().items()):
@@ -217,6 +254,16 @@ class QueryProgressCollector(Collector):
                 output_rows.add_metric(labels, float(state.output_rows_total))
             for reason, count in sorted(state.dead_letters_total.items()):
                 dead_letters.add_metric([name, reason], float(count))
+            if state.source_commits is not None:
+                oldest, newest, applied = state.source_commits
+                commit_oldest.add_metric(labels, oldest)
+                commit_newest.add_metric(labels, newest)
+                commit_applied.add_metric(labels, applied)
+                if state.active:
+                    # Spark reporting the query idle after that batch means no input was waiting: the
+                    # view holds every change that reached Kafka, and its freshness is the batch's delay.
+                    caught_up = state.last_idle_unix >= applied
+                    freshness.add_metric(labels, max(0.0, (applied if caught_up else now) - oldest))
             progress = state.progress
             if not progress:
                 continue
@@ -260,6 +307,7 @@ class QueryProgressCollector(Collector):
         yield from (batch_rows, last_progress, behind, end_offset, watermark, state_rows, state_bytes)
         yield from (batches, input_rows, dropped, output_rows, dead_letters)
         yield from (utilization, rate_limited, watermark_delay, since_progress)
+        yield from (freshness, commit_oldest, commit_newest, commit_applied)
 
 
 def _offsets_behind_by_topic(progress: dict[str, Any]) -> dict[str, int]:

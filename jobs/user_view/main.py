@@ -40,6 +40,11 @@ Dead letters: malformed records of either topic (bad JSON, missing or mistyped f
         three changelog reasons, which jobs.common.events does not list yet). A bad record leaves the row
         as it was, until the log cleaner removes the earlier versions it supersedes (compaction keeps
         the last record per key, bad or not).
+Freshness: records that carry the source commit time (the Kafka header `__source_ts_ms` Debezium adds,
+        contracts.cdc) are counted per batch in the observed metric `source_commits` (oldest, newest
+        commit time, how many), which the driver serves as `streamstack_query_freshness_seconds{query}`:
+        how far the view trails the database (jobs.common.progress). The synthetic changelog producer
+        writes no such header: no freshness series then.
 State:  `<checkpoint dir>/<query name>` per query: offsets and commits only.
 Replay: start with a new --checkpoint-dir and a new --output-topic: the first batch writes the whole view.
 Metrics and how to run it: as every job (jobs.common.runner).
@@ -60,6 +65,7 @@ from jobs.common.schemas import decode_orders, decode_profiles
 from jobs.user_view.config import UserViewJobConfig
 from jobs.user_view.transforms import (
     current_orders,
+    observe_source_commits,
     stored_view,
     user_view,
     user_view_as_records,
@@ -86,7 +92,14 @@ def update_view(config: UserViewJobConfig, batch: DataFrame, offsets: BatchOffse
 def start_queries(spark: SparkSession, config: UserViewJobConfig) -> list[StreamingQuery]:
     """Start every query of the job; tests call this with their own topics and checkpoint root."""
     decoders = {config.users_topic: decode_profiles, config.orders_topic: decode_orders}
-    return start_changelog_queries(spark, config.streaming, decoders, partial(update_view, config))
+    return start_changelog_queries(
+        spark,
+        config.streaming,
+        decoders,
+        partial(update_view, config),
+        include_headers=True,
+        observe=observe_source_commits,
+    )
 
 
 JOB = StreamingJob("user-view", UserViewJobConfig, start_queries, __doc__)

@@ -3,12 +3,36 @@ against what the view topic holds."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from contracts.record_headers import SOURCE_COMMIT_HEADER
 from jobs.common.changelog import PROFILE_FIELDS, current_rows
 from jobs.common.encoding import iso_millis, json_value
+from jobs.common.progress import OBSERVED_SOURCE_COMMITS
 from jobs.common.schemas import as_amount
+
+
+def source_commit_ms(headers: str = "headers") -> Column:
+    """The record's source commit time in epoch milliseconds, from its `SOURCE_COMMIT_HEADER` header
+    (decimal text, contracts.cdc); null when the record has none (the synthetic changelog producer) or it
+    is not a number."""
+    header = F.try_element_at(
+        F.filter(F.col(headers), lambda h: h.getField("key") == F.lit(SOURCE_COMMIT_HEADER)), F.lit(1)
+    )
+    return header.getField("value").cast("string").try_cast("bigint")
+
+
+def observe_source_commits(records: DataFrame) -> DataFrame:
+    """Kafka records (with headers) unchanged, each batch's source commit times attached as the observed
+    metric `source_commits`: the oldest and newest (epoch ms) and how many records carried one."""
+    commit = source_commit_ms()
+    return records.observe(
+        OBSERVED_SOURCE_COMMITS,
+        F.min(commit).alias("oldest_ms"),
+        F.max(commit).alias("newest_ms"),
+        F.count(commit).alias("changes"),
+    )
 
 
 def current_orders(decoded_orders: DataFrame) -> DataFrame:

@@ -4,7 +4,7 @@ letters and health. Lag comes from the lag exporter (`streamstack_lag_*`), the r
 
 from __future__ import annotations
 
-from monitoring.dashboards.promql import QUERIES_OF_JOB, per_group, per_query
+from monitoring.dashboards.promql import NAMESPACE, QUERIES_OF_JOB, per_group, per_query
 from monitoring.dashboards.spec import Dashboard, Panel, Row, Target
 
 ROWS_PER_SECOND = "suffix: rows/s"
@@ -36,6 +36,44 @@ CATCH_UP_ETA = Panel(
     "+Inf: lagging and not consuming.",
     per_group("max", "streamstack_lag_catch_up_eta_seconds"),
     unit="s",
+)
+SOURCE_LAG_SECONDS = Panel(
+    "Source lag in seconds (CDC)",
+    "How long ago the database's WAL stood where the Debezium connector's replication slot has confirmed "
+    "(lag exporter, from pg_replication_slots), beside Debezium's own milliseconds behind source (the last "
+    "change event's commit to its processing; kept while idle). The red line is the 60 s source lag SLO.",
+    (
+        Target(f"max by (slot) (streamstack_lag_source_lag_seconds{{{NAMESPACE}}})", "{{slot}} slot"),
+        Target(
+            "max by (name) (debezium_metrics_millisecondsbehindsource"
+            f'{{context="streaming", {NAMESPACE}}}) / 1000',
+            "{{name}} Debezium",
+        ),
+    ),
+    unit="s",
+    threshold=60,
+)
+SOURCE_LAG_BYTES = Panel(
+    "Source lag and retained WAL in bytes (CDC)",
+    "WAL the connector has not confirmed yet (current LSN - confirmed_flush_lsn), and WAL PostgreSQL keeps "
+    "for the slot (current LSN - restart_lsn): grows while nobody reads the slot, until the disk is full.",
+    (
+        Target(f"max by (slot) (streamstack_lag_source_lag_bytes{{{NAMESPACE}}})", "{{slot}} not confirmed"),
+        Target(
+            f"max by (slot) (streamstack_lag_source_retained_wal_bytes{{{NAMESPACE}}})", "{{slot}} retained"
+        ),
+    ),
+    unit="bytes",
+)
+FRESHNESS = Panel(
+    "End-to-end freshness (CDC)",
+    "Seconds from a row's commit in PostgreSQL to the view reflecting it (the job's driver, from the commit "
+    "times Debezium carries): now minus the oldest commit of the last batch while input may be waiting, "
+    "that batch's delay once the query is idle (an idle database does not age it). Only jobs fed by the "
+    "database. The red line is the 120 s freshness SLO.",
+    per_query("max", "streamstack_query_freshness_seconds"),
+    unit="s",
+    threshold=120,
 )
 INPUT_VS_PROCESSED = Panel(
     "Input vs processed rows per second",
@@ -145,6 +183,7 @@ DASHBOARD = Dashboard(
     "state, dead letters and health.",
     rows=(
         Row("Lag", (LAG_SECONDS, LAG_RECORDS, SLO_BURN, CATCH_UP_ETA)),
+        Row("Source (change data capture)", (SOURCE_LAG_SECONDS, SOURCE_LAG_BYTES, FRESHNESS)),
         Row(
             "Throughput and backpressure",
             (INPUT_VS_PROCESSED, BATCH_UTILIZATION, RATE_LIMITED, BATCH_DURATION, OFFSETS_BEHIND),

@@ -5,7 +5,8 @@ jobs. This exporter reads three kinds of consumers: ordinary consumer groups (`s
 groups streamstack jobs commit each batch's end offsets to (group id starting with `--shadow-prefix`,
 `source="shadow"`), and Spark checkpoint directories read straight from disk (`source="checkpoint"`).
 
-Run it (it depends only on kafka-python and prometheus-client; it ships as its own image):
+Run it (it depends on kafka-python, prometheus-client and, for the CDC source's replication slot, psycopg; it
+ships as its own image):
 
     python -m monitoring.lag_exporter --bootstrap-servers kafka:9092 --listen 0.0.0.0:9308 \\
         --checkpoint-dir clickstream=/checkpoints/clickstream --group-deny 'console-consumer-.*'
@@ -27,6 +28,11 @@ Per group (`source`, `group`): streamstack_lag_group_records, streamstack_lag_gr
 Per partition of the consumed topics (`topic`, `partition`): streamstack_lag_partition_earliest_offset,
   streamstack_lag_partition_latest_offset.
 Per checkpoint (`checkpoint`, `group`): streamstack_lag_checkpoint_readable.
+Per CDC replication slot (`database`, `slot`; with --postgres-host, see `postgres_source`):
+  streamstack_lag_source_up, streamstack_lag_source_slot_exists, streamstack_lag_source_slot_active,
+  streamstack_lag_source_lag_bytes, streamstack_lag_source_lag_seconds,
+  streamstack_lag_source_retained_wal_bytes, streamstack_lag_source_wal_disk_bytes,
+  streamstack_lag_source_last_success_timestamp_seconds.
 Exporter health: streamstack_lag_exporter_up, streamstack_lag_exporter_stale,
   streamstack_lag_exporter_collection_duration_seconds,
   streamstack_lag_exporter_last_success_timestamp_seconds,

@@ -272,37 +272,49 @@ def render_lag_text(snapshot: Snapshot, rows_per_chunk: int = 2000) -> Iterator[
                     part = pairs[i][values[i]] = f'{table.label_names[i]}="{_escape(values[i])}"'
                 parts.append(part)
             labels.append((",".join(parts), len(",".join(parts[:split])) + 1 if split else 0))
+        rows = [row for _, row in table.rows]
         for family in table.families:
             name = LAG_PREFIX + family.name
             documentation = family.documentation.replace("\\", r"\\").replace("\n", r"\n")
-            lines = [f"# HELP {name} {documentation}\n# TYPE {name} gauge\n"]
-            value_of = family.value
-            statuses = [(candidate, candidate.name) for candidate in family.statuses]
-            for (_, row), (all_labels, cut) in zip(table.rows, labels, strict=True):
-                if value_of is None:
-                    if cut > len(all_labels):  # `status` sorts last
-                        before, after = all_labels + ",", ""
-                    else:  # `before` is empty or ends with its comma
-                        before, after = all_labels[:cut], all_labels[cut:]
-                    comma, current = ("," if after else ""), row.status
-                    lines += [
-                        f'{name}{{{before}status="{status}"{comma}{after}}} '
-                        f"{'1.0' if candidate is current else '0.0'}\n"
-                        for candidate, status in statuses
-                    ]
-                else:
-                    value: Any = value_of(row)
-                    # floatToGoString of an int below 10**6 is the int with ".0" (most values are such ints)
-                    text = (
-                        f"{value}.0"
-                        if value.__class__ is int and 0 <= value < 1_000_000
-                        else _float_to_go_string(value)
-                    )
-                    lines.append(f"{name}{{{all_labels}}} {text}\n")
-                if len(lines) >= rows_per_chunk:
+            header = f"# HELP {name} {documentation}\n# TYPE {name} gauge\n"
+            if family.value is None:
+                statuses = [(candidate, candidate.name) for candidate in family.statuses]
+                step = max(1, rows_per_chunk // max(1, len(statuses)))
+                for first in range(0, max(1, len(rows)), step):
+                    lines = [header] if first == 0 else []
+                    for row, (all_labels, cut) in zip(
+                        rows[first : first + step], labels[first : first + step], strict=True
+                    ):
+                        if cut > len(all_labels):  # `status` sorts last
+                            before, after = all_labels + ",", ""
+                        else:  # `before` is empty or ends with its comma
+                            before, after = all_labels[:cut], all_labels[cut:]
+                        comma, current = ("," if after else ""), row.status
+                        lines += [
+                            f'{name}{{{before}status="{status}"{comma}{after}}} '
+                            f"{'1.0' if candidate is current else '0.0'}\n"
+                            for candidate, status in statuses
+                        ]
                     yield "".join(lines)
-                    lines = []
-            yield "".join(lines)
+                continue
+            family_values: list[Any] = list(map(family.value, rows))
+            for first in range(0, max(1, len(rows)), rows_per_chunk):
+                # floatToGoString of an int below 10**6 is the int with ".0", of a float below 10**6 (not NaN,
+                # not negative) its repr: most values are such (a value of 10**6 and above may take Go's
+                # exponent notation, so it goes through floatToGoString)
+                lines = [
+                    f"{name}{{{all_labels}}} {value}.0\n"
+                    if value.__class__ is int and 0 <= value < 1_000_000
+                    else f"{name}{{{all_labels}}} {value!r}\n"
+                    if value.__class__ is float and 0.0 <= value < 1e6
+                    else f"{name}{{{all_labels}}} {_float_to_go_string(value)}\n"
+                    for (all_labels, _), value in zip(
+                        labels[first : first + rows_per_chunk],
+                        family_values[first : first + rows_per_chunk],
+                        strict=True,
+                    )
+                ]
+                yield (header if first == 0 else "") + "".join(lines)
 
 
 @dataclass(frozen=True)

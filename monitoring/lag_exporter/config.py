@@ -26,6 +26,11 @@ from contracts.kafka_security import (
     KafkaSecurity,
 )
 from contracts.shadow_groups import SHADOW_GROUP_PREFIX
+from monitoring.lag_exporter.postgres_source import (
+    PostgresSourceConfig,
+    add_source_arguments,
+    source_config_from_args,
+)
 
 ENV_PREFIX = "STREAMSTACK_LAG_"
 Granularity = Literal["partition", "topic"]
@@ -85,6 +90,7 @@ class ExporterConfig:
     commit_log: bool = True
     security: KafkaSecurity = field(default_factory=KafkaSecurity)
     log_level: str = "INFO"
+    source: PostgresSourceConfig | None = None  # the CDC replication slot (--postgres-host)
 
     def __post_init__(self) -> None:
         if not self.bootstrap_servers.strip():
@@ -216,6 +222,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="do not read __consumer_offsets for commit times (STALL then cannot be told from STOP)",
     )
     parser.add_argument("--log-level", default=default("--log-level", "INFO"))
+    add_source_arguments(parser, env, ENV_PREFIX)
     parser.set_defaults(
         env_lists={
             flag: default_list(flag)
@@ -274,4 +281,5 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Export
         commit_log=not args.no_commit_log,
         security=security,
         log_level=args.log_level,
+        source=source_config_from_args(args),
     )

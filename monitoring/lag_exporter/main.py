@@ -23,6 +23,7 @@ from monitoring.lag_exporter.collector import ExporterHealth, LagExposition, met
 from monitoring.lag_exporter.config import parse_args
 from monitoring.lag_exporter.kafka_reader import KafkaReader
 from monitoring.lag_exporter.loop import Refresher
+from monitoring.lag_exporter.postgres_source import SourceCollector, SourceLoop
 
 log = logging.getLogger("monitoring.lag_exporter")
 
@@ -54,6 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     health = ExporterHealth(registry)
     exposition = LagExposition()
     refresher = Refresher(config, KafkaReader(config), health, on_publish=exposition.prepare)
+    source = None if config.source is None else SourceLoop(config.source, config.refresh_interval)
+    if source is not None:
+        registry.register(SourceCollector(source.latest))
     try:
         server, server_thread = start_metrics_server(
             config.listen_host, config.listen_port, metrics_app(registry, exposition, refresher.latest)
@@ -74,11 +78,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, request_stop)
     loop = threading.Thread(target=refresher.run, args=(stop,), name="lag-refresh", daemon=True)
     loop.start()
+    source_thread = None
+    if source is not None:
+        source_thread = threading.Thread(target=source.run, args=(stop,), name="source-refresh", daemon=True)
+        source_thread.start()
     while not stop.wait(1.0):
         pass
     server.shutdown()
     server.server_close()
     server_thread.join(timeout=5)
     loop.join(timeout=config.kafka_timeout * 3 + config.refresh_interval)
+    if source_thread is not None:
+        source_thread.join(timeout=10)
     log.info("stopped")
     return 0

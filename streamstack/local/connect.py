@@ -4,7 +4,11 @@ Connect runs from the Kafka 4.3.1 jars of the lock's "kafka" set (connect-runtim
 connect-transforms and their dependencies are already the broker's classpath); Debezium's jars (the
 "debezium" set) are its one plugin, isolated in `<workdir>/plugins/debezium-postgres` (links to the cache).
 Its identity and storage topics are the catalogue's (`sources.cdc.connect`, contracts/cdc.py): the same
-group and topics as the cluster's KafkaConnect. The REST API listens on 127.0.0.1 only. The local broker
+group and topics as the cluster's KafkaConnect. The REST API listens on 127.0.0.1 only. The worker runs
+the Prometheus JMX exporter as a Java agent (the lock's "connect-jmx-exporter" jar) on its own 127.0.0.1
+port (`metrics_url`), with the rules the cluster's KafkaConnect gets (contracts/connect_metrics.py): the
+same `kafka_connect_connector_status`, `kafka_connect_connector_task_status` and `debezium_metrics_*` series
+locally and in the cluster. The local broker
 serves PLAINTEXT to every local client, so Connect connects as the jobs do; the worker's offsets are
 flushed every second, so a restarted worker repeats at most about a second of changes.
 
@@ -26,10 +30,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from contracts.cdc import CdcSource, ConnectCluster, connect_worker_config, debezium_connector_config
+from contracts.connect_metrics import jmx_exporter_rules
 from streamstack.errors import StreamstackError
 from streamstack.local.jobs import child_environment
-from streamstack.local.ports import LOOPBACK
+from streamstack.local.ports import LOOPBACK, claim_port
 from streamstack.local.postgres import LocalPostgres
 from streamstack.local.process import ManagedProcess
 from streamstack.local.service import LocalService
@@ -42,6 +49,8 @@ PLUGIN_NAME = "debezium-postgres"
 # The application workload that writes to the captured tables (the synthetic changelog producer's mix).
 WORKLOAD_MODULE = "jobs.producers.cdc_workload"
 WORKLOAD_NAME = "cdc-workload"
+# Prometheus' scrape job of the worker's JMX exporter (a cluster's PodMonitor scrapes the same names).
+CONNECT_SCRAPE_JOB = "kafka-connect"
 
 _LOG4J2 = """\
 status = warn
@@ -77,6 +86,7 @@ class LocalConnect(LocalService):
         cluster: ConnectCluster,
         *,
         port: int = 0,
+        metrics_port: int = 0,
         heap: str = "384m",
     ) -> None:
         super().__init__(runtimes, workdir, port)
@@ -85,6 +95,24 @@ class LocalConnect(LocalService):
         self.cluster = cluster
         self.heap = heap
         self.config_path = workdir / "connect-distributed.properties"
+        self.metrics_config_path = workdir / "jmx-exporter.yml"
+        # The JMX exporter's port; none when the lock has no agent jar.
+        self.metrics_port: int | None = (
+            None
+            if cdc.jmx_exporter_agent is None
+            else claim_port(metrics_port, f"{self.title} metrics", "--connect-metrics-port")
+        )
+
+    @property
+    def metrics_url(self) -> str | None:
+        """The JMX exporter's /metrics (None without the agent)."""
+        return None if self.metrics_port is None else f"http://{LOOPBACK}:{self.metrics_port}/metrics"
+
+    def listening_ports(self) -> dict[str, int]:
+        ports = super().listening_ports()
+        if self.metrics_port is not None:
+            ports["metrics port"] = self.metrics_port
+        return ports
 
     @property
     def url(self) -> str:
@@ -126,6 +154,7 @@ class LocalConnect(LocalService):
                 link.symlink_to(jar)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.worker_properties().items()))
         (self.workdir / "connect-log4j2.properties").write_text(_LOG4J2)
+        self.metrics_config_path.write_text(yaml.safe_dump(jmx_exporter_rules(), sort_keys=False))
 
     def _argv(self) -> list[str]:
         classpath = os.pathsep.join(str(jar) for jar in self.runtimes.kafka_classpath)
@@ -137,10 +166,19 @@ class LocalConnect(LocalService):
             "-XX:TieredStopAtLevel=1",
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.workdir / 'connect-log4j2.properties'}",
+            *self._agent_options(),
             "-cp",
             classpath,
             CONNECT_MAIN,
             str(self.config_path),
+        ]
+
+    def _agent_options(self) -> list[str]:
+        """`-javaagent:<jar>=127.0.0.1:<port>:<rules>`: the JMX exporter serving /metrics on loopback."""
+        if self.cdc.jmx_exporter_agent is None or self.metrics_port is None:
+            return []
+        return [
+            f"-javaagent:{self.cdc.jmx_exporter_agent}={LOOPBACK}:{self.metrics_port}:{self.metrics_config_path}"
         ]
 
     def start(self, timeout: float = 120.0) -> LocalConnect:
@@ -291,6 +329,24 @@ class LocalCdcSource:
     def workload_process(self, rate: float, log_path: Path) -> ManagedProcess:
         argv = [sys.executable, "-m", WORKLOAD_MODULE, "--rate", str(rate)]
         return ManagedProcess(WORKLOAD_NAME, argv, log_path, env=self.workload_environment(), cwd=REPO_ROOT)
+
+    def exporter_flags(self) -> list[str]:
+        """The lag exporter's flags for the connector's replication slot: the catalogue's database and slot,
+        the password through the server's password file (never on the command line)."""
+        return [
+            "--postgres-host",
+            LOOPBACK,
+            "--postgres-port",
+            str(self.postgres.port),
+            "--postgres-user",
+            self.postgres.user,
+            "--postgres-database",
+            self.source.database,
+            "--postgres-slot",
+            self.source.slot_name,
+            "--postgres-password-file",
+            str(self.postgres.password_path),
+        ]
 
     @property
     def services(self) -> tuple[LocalService, ...]:

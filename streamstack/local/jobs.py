@@ -102,8 +102,10 @@ def lag_exporter_process(
     port: int,
     checkpoint_roots: Mapping[str, Path],
     log_path: Path,
+    source_flags: Sequence[str] = (),
 ) -> ManagedProcess:
-    """The lag exporter over every consumer group plus each job's checkpoint root (one group per query)."""
+    """The lag exporter over every consumer group plus each job's checkpoint root (one group per query);
+    `source_flags` (`--postgres-*`, no secret: the password is in a file) add the CDC replication slot."""
     argv = [
         sys.executable,
         "-m",
@@ -119,4 +121,5 @@ def lag_exporter_process(
     ]
     for name, root in checkpoint_roots.items():
         argv += ["--checkpoint-dir", f"{name}={root}"]
+    argv += source_flags
     return ManagedProcess("lag-exporter", argv, log_path, env=child_environment(runtimes), cwd=REPO_ROOT)

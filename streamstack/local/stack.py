@@ -21,7 +21,7 @@ from typing import Any
 from contracts.cdc import cdc_source
 from contracts.pipeline import Producer
 from streamstack.errors import StreamstackError
-from streamstack.local.connect import WORKLOAD_NAME, LocalCdcSource
+from streamstack.local.connect import CONNECT_SCRAPE_JOB, WORKLOAD_NAME, LocalCdcSource
 from streamstack.local.identity import ProcessIdentity, identity_mismatch
 from streamstack.local.jobs import lag_exporter_process, producer_process, spark_job_process
 from streamstack.local.kafka import LocalKafka
@@ -358,6 +358,7 @@ class LocalStack:
                 port=exporter_port,
                 checkpoint_roots={job["name"]: Path(job["checkpoint_dir"]) for job in self._state["jobs"]},
                 log_path=run_dir / "logs" / "lag-exporter.log",
+                source_flags=self._cdc.exporter_flags() if self._cdc is not None else (),
             ),
             "exporter",
         )
@@ -374,6 +375,12 @@ class LocalStack:
                 "lag-exporter": [f"{LOOPBACK}:{exporter_port}"],
                 "local-supervisor": [self._supervisor_metrics.target],
                 KAFKA_SCRAPE_JOB: [kafka.metrics_target],
+                # Kafka Connect's JMX exporter (connector/task state, Debezium's streaming metrics).
+                **(
+                    {CONNECT_SCRAPE_JOB: [f"{LOOPBACK}:{self._cdc.connect.metrics_port}"]}
+                    if self._cdc is not None and self._cdc.connect.metrics_port is not None
+                    else {}
+                ),
             },
             port=prometheus_port,
         ).on_launch(lambda process: self._record(process, "prometheus"))
@@ -413,6 +420,7 @@ class LocalStack:
         self._state["cdc"] = {
             "postgres": f"{LOOPBACK}:{cdc.postgres.port}",
             "connect_url": cdc.connect.url,
+            "connect_metrics_url": cdc.connect.metrics_url,
             "connector": source.connector_name,
             "log": str(cdc.connect.log_path),
         }

@@ -25,6 +25,8 @@ class JobStatus:
     last_batch_id: int | None = None
     last_batch_age_seconds: float | None = None
     input_rows_total: float | None = None
+    freshness_seconds: float | None = None
+    """Commit in the database to the job's output (jobs fed by change data capture only)."""
     restarts: int = 0
     last_error: str | None = None
     """The last error line of the job's log when it exited (shown once the supervisor gave it up)."""
@@ -64,6 +66,7 @@ def read_job_status(name: str, metrics_url: str, process_running: bool, timeout:
         last_batch_id=int(values["last_batch_id"]) if "last_batch_id" in values else None,
         last_batch_age_seconds=max(0.0, time.time() - last_progress) if last_progress else None,
         input_rows_total=values.get("input_rows_total"),
+        freshness_seconds=values.get("freshness_seconds"),
     )
 
 
@@ -98,10 +101,16 @@ def render_table(statuses: list[JobStatus]) -> str:
                 last_batch,
             )
         )
+    freshness = [
+        f"{status.name} end-to-end freshness: {_number(status.freshness_seconds)}s"
+        " (commit in the database -> its output)"
+        for status in statuses
+        if status.freshness_seconds is not None
+    ]
     failures = [
         f"{status.name} failed: {status.last_error}" for status in statuses if status.state == "failed"
     ]
-    return "\n".join([_columns(rows), *failures])
+    return "\n".join([_columns(rows), *freshness, *failures])
 
 
 def render_children(children: dict[str, dict[str, object]]) -> str:

@@ -1,5 +1,6 @@
 """The change-data-capture runtimes: PostgreSQL unpacked from the locked Debian packages (postgresql-15 and
-the libpq5 its programs link), and the Debezium plugin's jars (the lock's "debezium" Maven set).
+the libpq5 its programs link), the Debezium plugin's jars (the lock's "debezium" Maven set) and the Prometheus
+JMX exporter's Java agent the local Connect worker runs (the "connect-jmx-exporter" set).
 
 PostgreSQL's programs find their share/ and lib/ directories relative to their own location, so the
 unpacked tree runs where it lies; only libpq needs LD_LIBRARY_PATH. The other shared libraries the server
@@ -22,6 +23,7 @@ from streamstack.paths import cache_dir
 from streamstack.runtimes.fetch import _download_deb, _ensure_jars
 from streamstack.runtimes.locate import _has_sha256, _last_line, _prometheus_override, _run
 from streamstack.runtimes.lock import (
+    CONNECT_JMX_EXPORTER_SET,
     DEBEZIUM_SET,
     POSTGRESQL,
     PROMETHEUS_READY_MARKER,
@@ -65,8 +67,17 @@ def _override() -> tuple[Path, Path | None] | None:
     return None if found is None else (found[0].parent, None)
 
 
+_CDC_SETS = (DEBEZIUM_SET, CONNECT_JMX_EXPORTER_SET)
+
+
 def _debezium_jars(cache: Path, lock: Lock) -> tuple[Path, ...]:
     return tuple(jar_path(cache, a) for a in lock.maven if a.jar_set == DEBEZIUM_SET)
+
+
+def _jmx_exporter_agent(cache: Path, lock: Lock) -> Path | None:
+    """The Prometheus JMX exporter's Java agent for the local Connect worker (None if the lock has none)."""
+    agents = [jar_path(cache, a) for a in lock.maven if a.jar_set == CONNECT_JMX_EXPORTER_SET]
+    return agents[0] if agents else None
 
 
 def locate_cdc(cache: Path | None = None, lock: Lock | None = None) -> CdcRuntimes:
@@ -74,18 +85,20 @@ def locate_cdc(cache: Path | None = None, lock: Lock | None = None) -> CdcRuntim
     cache = cache_dir() if cache is None else cache
     lock = load_lock() if lock is None else lock
     missing = [
-        a for a in lock.maven if a.jar_set == DEBEZIUM_SET and not _has_sha256(jar_path(cache, a), a.sha256)
+        a for a in lock.maven if a.jar_set in _CDC_SETS and not _has_sha256(jar_path(cache, a), a.sha256)
     ]
     postgresql = _override() or _unpacked_postgresql(cache, lock.postgresql)
     problems = []
     if missing:
-        problems.append(f"{len(missing)} Debezium jars ({missing[0].coordinates}, ...)")
+        problems.append(f"{len(missing)} Debezium/JMX exporter jars ({missing[0].coordinates}, ...)")
     if postgresql is None:
         problems.append(f"postgresql {_server(lock.postgresql).version}")
     if problems:
         raise StreamstackError(f"runtimes missing from {cache}: {' and '.join(problems)}; {SETUP_HINT}")
     assert postgresql is not None
-    return CdcRuntimes(postgresql[0], postgresql[1], _debezium_jars(cache, lock))
+    return CdcRuntimes(
+        postgresql[0], postgresql[1], _debezium_jars(cache, lock), _jmx_exporter_agent(cache, lock)
+    )
 
 
 def ensure_cdc(
@@ -94,11 +107,13 @@ def ensure_cdc(
     """PostgreSQL and the Debezium jars, after downloading and verifying whatever is missing."""
     cache = cache_dir() if cache is None else cache
     lock = load_lock() if lock is None else lock
-    _ensure_jars(cache, [a for a in lock.maven if a.jar_set == DEBEZIUM_SET], log)
+    _ensure_jars(cache, [a for a in lock.maven if a.jar_set in _CDC_SETS], log)
     postgresql = _override() or _unpacked_postgresql(cache, lock.postgresql)
     if postgresql is None:
         postgresql = _unpack_postgresql(cache, lock.postgresql, log)
-    return CdcRuntimes(postgresql[0], postgresql[1], _debezium_jars(cache, lock))
+    return CdcRuntimes(
+        postgresql[0], postgresql[1], _debezium_jars(cache, lock), _jmx_exporter_agent(cache, lock)
+    )
 
 
 def _unpack_postgresql(

@@ -13,6 +13,7 @@ __all__ = [
     "ALERTMANAGER_DIR_ENV",
     "APT_OPTIONS",
     "APT_TIMEOUT_S",
+    "CONNECT_JMX_EXPORTER_SET",
     "DEBEZIUM_SET",
     "DEFAULT_MAVEN_REPO",
     "JOBS_IMAGE_JARS_BEGIN",
@@ -69,6 +70,11 @@ POSTGRESQL_DIR_ENV = "STREAMSTACK_POSTGRESQL_DIR"
 DEBEZIUM_SET = "debezium"
 
 
+# The lock's Maven set of the Prometheus JMX exporter's Java agent the local Connect worker runs (Strimzi's
+# Connect image has its own): one self-contained jar.
+CONNECT_JMX_EXPORTER_SET = "connect-jmx-exporter"
+
+
 MIN_JAVA_VERSION = 17
 
 
@@ -100,8 +106,9 @@ PROMETHEUS_READY_MARKER = ".streamstack-ready"
 class MavenArtifact:
     """One pinned jar; jar_set is "kafka" (the broker, Kafka Connect and the tools), "kafka-metrics-reporter"
     (Strimzi's Prometheus metrics reporter, on the broker's classpath), "spark-kafka" (the connector for
-    pyspark, also baked into the jobs image) or "debezium" (Debezium's PostgreSQL connector plugin and what
-    it needs beyond Kafka Connect's classpath)."""
+    pyspark, also baked into the jobs image), "debezium" (Debezium's PostgreSQL connector plugin and what
+    it needs beyond Kafka Connect's classpath) or "connect-jmx-exporter" (the Prometheus JMX exporter's Java
+    agent for the local Connect worker)."""
 
     jar_set: str
     group: str
@@ -159,6 +166,7 @@ class CdcRuntimes:
     postgresql_bin: Path
     postgresql_lib: Path | None
     debezium_jars: tuple[Path, ...]
+    jmx_exporter_agent: Path | None = None  # the lock's connect-jmx-exporter jar
 
 
 @dataclass(frozen=True)

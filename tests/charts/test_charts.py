@@ -187,6 +187,16 @@ CONFLICTS = [
         ["--set-json", 'checkpoints=[{"name":"a","claimName":"x"},{"name":"a","claimName":"y"}]'],
         'checkpoints: name "a" given more than once',
     ),
+    ("lag-exporter", ["--set", "postgres.host=db"], "postgres.user is required with postgres.host"),
+    (
+        "lag-exporter",
+        [
+            "--set-json",
+            'postgres={"host":"db","port":5432,"user":"u","database":"d","slot":"s",'
+            '"passwordSecret":{"name":"","key":"password"},"walDiskBytes":0}',
+        ],
+        "postgres.passwordSecret.name is required with postgres.host",
+    ),
 ]
 
 
@@ -411,6 +421,31 @@ def test_exporter_settings_are_its_real_flags(helm: Path, scenario: Scenario, tm
     ]
     for checkpoint in config.checkpoints:
         assert mounts[str(checkpoint.path)]["readOnly"] is True
+    # The CDC replication slot: the `postgres` values as the exporter parses them, the password only as a
+    # read-only file of the Secret, and egress to the database on its port.
+    postgres = values["postgres"]
+    if not postgres["host"]:
+        assert config.source is None
+    else:
+        source = config.source
+        assert source is not None and source.password_file is not None
+        assert (source.host, source.port, source.user, source.database, source.slot) == tuple(
+            postgres[key] for key in ("host", "port", "user", "database", "slot")
+        )
+        assert source.wal_disk_bytes == postgres["walDiskBytes"]
+        mount = mounts[str(source.password_file.parent)]
+        assert mount["readOnly"] is True
+        (volume,) = [v for v in pod_spec["volumes"] if v["name"] == mount["name"]]
+        secret = postgres["passwordSecret"]
+        assert volume["secret"]["secretName"] == secret["name"]
+        assert volume["secret"]["items"] == [{"key": secret["key"], "path": source.password_file.name}]
+        assert not any("PASSWORD" in name for name in env)
+        egress = one(manifests, "NetworkPolicy")["spec"]["egress"]
+        allowed = values["networkPolicy"]["postgres"]
+        assert {
+            "to": [{"ipBlock": {"cidr": cidr}} for cidr in allowed["cidrs"]],
+            "ports": [{"port": allowed["port"], "protocol": "TCP"}],
+        } in egress
     service = one(manifests, "Service")
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"

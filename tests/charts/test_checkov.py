@@ -36,5 +36,5 @@ def test_checkov_passes_every_rendered_manifest(helm: Path, checkov: Path, tmp_p
         for check in report["results"][outcome]
     }
     assert workloads <= checked
-    # 4 job scenarios x (driver, executor) + 3 exporter scenarios x Deployment.
-    assert len(workloads) == 11
+    # 4 job scenarios x (driver, executor) + 4 exporter scenarios x Deployment.
+    assert len(workloads) == 12

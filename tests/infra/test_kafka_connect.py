@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from contracts.cdc import cdc_source, connect_worker_config, debezium_connector_config
+from contracts.pipeline import load_pipeline
 from infra import network
 from infra.components import kafka_connect, postgres
 from infra.config import ConfigError
@@ -474,6 +475,11 @@ def test_a_plain_text_password_fails_naming_the_setting(mocked: Callable[[str], 
         run_program(mocked, "prod", strings={PASSWORD_KEY: FAKE_PASSWORD})
 
 
+def connect(**change: Any) -> dict[str, Any]:
+    cdc = stack_sections("prod")["cdc"]
+    return {**cdc, "connect": {**cdc["connect"], **change}}
+
+
 def external(**change: Any) -> dict[str, Any]:
     cdc = stack_sections("prod")["cdc"]
     return {**cdc, "database": {**cdc["database"], "external": {**cdc["database"]["external"], **change}}}
@@ -520,6 +526,25 @@ def external(**change: Any) -> dict[str, Any]:
             "streamstack:cdc.database.inCluster.image: 'postgres:15.14@sha256:abc' has a digest",
         ),
         ({**stack_sections("prod")["cdc"], "connect": {}}, "streamstack:cdc.connect.image: required"),
+        (
+            connect(heap="256MB"),
+            "streamstack:cdc.connect.heap: '256MB' is not a JVM size such as 256m or 1g",
+        ),
+        (  # prod's 2Gi limit holds a 1g heap, not a 1900m one
+            connect(heap="1900m"),
+            "streamstack:cdc.connect.resources.limits.memory: 2Gi is less than the heap (1900m) plus the "
+            "224 MiB Kafka Connect holds beside it: at least 2124Mi",
+        ),
+        (
+            connect(heap="256m", resources={"requests": {"memory": "512Mi"}, "limits": {"memory": "470Mi"}}),
+            "streamstack:cdc.connect.resources.limits.memory: 470Mi is less than the heap (256m) plus the "
+            "224 MiB Kafka Connect holds beside it: at least 480Mi",
+        ),
+        (
+            connect(heap="256m", resources={"requests": {"memory": "512Mi"}}),
+            "streamstack:cdc.connect.resources.limits.memory: required with streamstack:cdc.connect.heap: at "
+            "least the heap plus 224 MiB (480Mi)",
+        ),
     ],
 )
 def test_bad_cdc_settings_fail_naming_the_field(cdc: dict[str, Any], expected: str) -> None:
@@ -538,3 +563,91 @@ def test_the_stacks_use_the_database_the_issue_asks_for() -> None:
         assert config.cdc.connect is not None
         assert f"-kafka{config.kafka.version}-" in config.cdc.connect.image
     assert postgres.server_args(dev.database.in_cluster)[:2] == ["-c", "wal_level=logical"]
+
+
+# --- sizing and the kind workflow ---------------------------------------------------------------------------
+
+
+def test_connect_runs_with_the_configured_heap(rendered: dict[str, RenderedStack]) -> None:
+    """dev fixes the heap (cdc.connect.heap) as -Xms and -Xmx, inside a memory limit that holds it and what
+    the JVM measurably needs beside it, and requests no more than that limit; prod, with no heap set, leaves
+    it to Strimzi (75% of the limit)."""
+    from infra.config.cdc import CONNECT_NON_HEAP, jvm_size_bytes, memory_bytes  # noqa: PLC0415
+
+    dev = load_config("dev").cdc.connect
+    assert dev is not None and dev.heap is not None
+    spec = one(rendered["dev"], "KafkaConnect", kafka_connect.CONNECT_NAME)["spec"]
+    assert spec["jvmOptions"] == {"-Xms": dev.heap, "-Xmx": dev.heap}
+    limit = memory_bytes(spec["resources"]["limits"]["memory"])
+    assert limit >= jvm_size_bytes(dev.heap) + CONNECT_NON_HEAP
+    assert memory_bytes(spec["resources"]["requests"]["memory"]) <= limit
+    prod = one(rendered["prod"], "KafkaConnect", kafka_connect.CONNECT_NAME)["spec"]
+    assert "jvmOptions" not in prod
+    # The dev database asks for what it was measured to need, with a CPU limit (checkov's CKV_K8S_11).
+    (statefulset,) = rendered["dev"].find("StatefulSet", "postgres")
+    (container,) = statefulset["spec"]["template"]["spec"]["containers"]
+    assert container["resources"] == load_config("dev").cdc.database.in_cluster.resources.as_dict()  # type: ignore[union-attr]
+    assert set(container["resources"]["limits"]) == {"cpu", "memory"}
+
+
+KIND_WORKFLOW = Path(__file__).resolve().parents[2] / ".github" / "workflows" / "kind.yaml"
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def kind_steps() -> dict[str, str]:
+    workflow = yaml.safe_load(KIND_WORKFLOW.read_text())
+    return {step.get("name", ""): step.get("run", "") for step in workflow["jobs"]["kind"]["steps"]}
+
+
+def test_the_kind_workflow_runs_cdc() -> None:
+    """The workflow builds and loads the Connect image the dev stack deploys, sets the password as a Pulumi
+    secret made at run time (masked, on stdin: never in the repository, a log or a command line), creates the
+    tables before the connector starts, waits for the KafkaConnect and KafkaConnector to be Ready and counts
+    the records of the topic the CDC view job writes. README.md's kind block does the same."""
+    workflow = yaml.safe_load(KIND_WORKFLOW.read_text())
+    env, steps = workflow["env"], kind_steps()
+    dev = load_config("dev").cdc
+    assert dev.connect is not None and env["CONNECT_IMAGE"] == dev.connect.image
+    build = steps["Build the images and load them into kind"]
+    assert 'docker build --tag "$CONNECT_IMAGE" infra/connect' in build
+    assert re.search(r'kind load docker-image [^\n]*"\$CONNECT_IMAGE"', build)
+    up = steps["pulumi up --stack dev (local backend)"]
+    secret = "printf '%s' \"$cdc_password\" | pulumi config set --stack dev --secret cdcDatabasePassword"
+    assert 'cdc_password="$(openssl rand -hex 24)"' in up and secret in up
+    assert up.index('echo "::add-mask::$cdc_password"') < up.index(secret) < up.index("pulumi up ")
+    assert KIND_WORKFLOW.read_text().count(f"--secret {PASSWORD_KEY}") == 1  # set nowhere else
+    # The tables exist before the connector's task starts: created in the background as soon as the
+    # database pod is Ready, a step before `pulumi up` (which creates Connect after the database).
+    names = list(steps)
+    background = "Start the CDC application workload once PostgreSQL runs (in the background)"
+    assert names.index(background) < names.index("pulumi up --stack dev (local backend)")
+    assert "cdc_workload --schema-only" in steps[background]
+    assert steps[background].index("--schema-only") < steps[background].index("--rate 20")
+    assert env["POSTGRES_NAMESPACE"] == dev.database.in_cluster.namespace  # type: ignore[union-attr]
+    assert env["POSTGRES_POD"] == f"{postgres.NAME}-0"
+    ready = steps["CDC: Kafka Connect and the Debezium connector Ready, the application workload running"]
+    for kind in ("kafkaconnect", "kafkaconnector"):
+        assert f"--for=condition=Ready {kind} --all" in ready
+    # The topic the check counts is the one the CDC view job writes, and that job joins the CDC tables.
+    job = load_pipeline().job(env["CDC_VIEW_JOB"])
+    assert env["CDC_VIEW_TOPIC"] in job.topics_of(job.writes)
+    assert {table.topic for table in cdc_source().tables} <= set(job.topics_of(job.reads))
+    check = steps[
+        "CDC: the user-view topic gets records (PostgreSQL -> Debezium -> users, orders -> the job)"
+    ]
+    assert '"$CDC_VIEW_JOB-driver"' in check and '"$CDC_VIEW_TOPIC"' in check
+    # With CDC, the synthetic changelog producer does not write the same topics.
+    assert (
+        'has("cdcDatabase")'
+        in steps["Produce events (the stack's load-generator user, the producers from the jobs image)"]
+    )
+    readme = README.read_text().split("## On a laptop with Docker and kind", 1)[1].split("\n## ", 1)[0]
+    for fragment in (
+        f"docker build --tag {dev.connect.image} infra/connect",
+        dev.connect.image + " --name streamstack",
+        "pulumi config set --stack dev --secret cdcDatabasePassword < .streamstack/cdc-password",
+        "cdc_workload --schema-only",
+        "--for=condition=Ready kafkaconnect --all",
+        "--for=condition=Ready kafkaconnector --all",
+    ):
+        assert fragment in readme, fragment

@@ -19,6 +19,10 @@ Requests (what the scheduler reserves; limits do not count), per pod the stack r
 - Strimzi's pods, from the KafkaNodePool and Kafka resources: each pool's replicas times its resources, and
   the entity operator's topic and user operators with the resources the Kafka resource gives them (Strimzi
   adds none: cluster-operator model/EntityTopicOperator.java takes `topicOperatorSpec.getResources()` as is);
+  and Kafka Connect's, from the KafkaConnect resource: its replicas times its resources (one container; no
+  init container without `rack`, no build pod without `build`);
+- change data capture is part of the dev stack: it is rendered with the stack secret `cdcDatabasePassword`
+  set (as the kind workflow sets it), so Kafka Connect and the in-cluster PostgreSQL StatefulSet count;
 - the upstream charts, which `render` records as Helm releases without templating them (their archives are not
   reachable offline): each pod's requests from the values the stack passes over the chart's own defaults
   (../shared/upstream-values), plus what an operator adds: prometheus-operator gives Alertmanager a 200Mi
@@ -58,6 +62,9 @@ MIB = Decimal(2**20)
 # A GitHub-hosted ubuntu-24.04 runner (public repositories): 4 cores and 16 GiB, shared with kind's control
 # plane, Docker and the runner itself, and with the pods that request nothing.
 MAX_CPU_REQUESTS = Decimal("3.5")
+# The dev stack as the kind workflow deploys it: with the CDC database password set (a Pulumi secret; its
+# value never reaches a manifest), so change data capture is in it.
+CDC_PASSWORD = {"cdcDatabasePassword": {"secure": "v1:Zm9yLXNpemluZzpub3QtYS1yZWFsLWtleQ=="}}
 MAX_MEMORY_REQUESTS = 12 * GIB
 WORKFLOW = REPO_ROOT / ".github" / "workflows" / "kind.yaml"
 README = REPO_ROOT / "README.md"
@@ -176,7 +183,6 @@ UNMODELLED_POD_KINDS = {
     "ReplicaSet",
     "CronJob",
     "ScheduledSparkApplication",
-    "KafkaConnect",
     "KafkaBridge",
     "KafkaMirrorMaker2",
     "Prometheus",
@@ -365,6 +371,18 @@ def strimzi_pods(stack: RenderedStack) -> list[Pods]:
                     pod_requests({"containers": containers}),
                 )
             )
+    for connect in stack.find("KafkaConnect"):
+        spec = connect["spec"]
+        for field in ("rack", "build"):
+            assert field not in spec, f"KafkaConnect {field}: its extra container or pod is not modelled here"
+        pods.append(
+            Pods(
+                "Strimzi",
+                f"KafkaConnect {connect['metadata']['name']}",
+                int(spec.get("replicas", 3)),  # Strimzi's default
+                Requests.of(spec.get("resources")),
+            )
+        )
     return pods
 
 
@@ -490,7 +508,7 @@ def upstream_pods(stack: RenderedStack, nodes: int) -> list[Pods]:
 
 @pytest.fixture(scope="module")
 def dev_stack() -> RenderedStack:
-    return render_stack("dev")
+    return render_stack("dev", overrides=CDC_PASSWORD)
 
 
 @pytest.fixture(scope="module")
@@ -572,6 +590,25 @@ def test_the_dev_stack_fits_a_four_core_sixteen_gib_runner(dev_pods: list[Pods])
     assert requested.memory <= MAX_MEMORY_REQUESTS, report
     # Every Spark pod and Kafka broker is counted: the total is not an empty sum.
     assert {item.source for item in dev_pods} >= {"our charts", "SparkApplications", "Strimzi"}
+
+
+def test_change_data_capture_counts_in_the_dev_budget(dev_stack: RenderedStack, dev_pods: list[Pods]) -> None:
+    """Kafka Connect and the in-cluster PostgreSQL are among the pods the total adds up, each asking for
+    memory, and Connect's limit holds its fixed heap plus what the JVM measurably holds beside it."""
+    from infra.config.cdc import CONNECT_NON_HEAP, jvm_size_bytes  # noqa: PLC0415 - the stack's own rule
+
+    by_name = {item.name: item for item in dev_pods}
+    connect = by_name["KafkaConnect cdc"]
+    database = by_name["StatefulSet postgres/postgres"]
+    assert (connect.count, database.count) == (1, 1)
+    assert connect.each.memory > 0 and connect.each.cpu > 0, connect
+    assert database.each.memory > 0 and database.each.cpu > 0, database
+    (resource,) = dev_stack.find("KafkaConnect")
+    options = resource["spec"]["jvmOptions"]
+    assert options["-Xms"] == options["-Xmx"]
+    limit = memory_bytes(resource["spec"]["resources"]["limits"]["memory"])
+    assert connect.each.memory <= limit
+    assert limit >= jvm_size_bytes(options["-Xmx"]) + CONNECT_NON_HEAP
 
 
 def test_readme_states_the_computed_total(dev_pods: list[Pods]) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaException  # type: ignore[import-untyped]
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.consumer import OffsetSpec
 from kafka.structs import OffsetAndMetadata
@@ -25,6 +26,7 @@ from monitoring.lag_exporter.config import CheckpointDir, ExporterConfig, NameFi
 from monitoring.lag_exporter.kafka_reader import KafkaReader
 from monitoring.lag_exporter.loop import Refresher
 from streamstack.local.kafka import LocalKafka, TopicSpec
+from streamstack.local.ports import free_port
 from streamstack.runtimes import Runtimes
 from tests.kafka_helpers import wait_for
 from tests.monitoring.checkpoints import write_query_checkpoint
@@ -465,3 +467,37 @@ def test_broker_down_serves_stale_values_and_recovers_on_a_new_broker(
             assert lag.value("streamstack_lag_exporter_errors_total", kind="commit_log") == 0
     finally:
         broker.stop()
+
+
+def test_partitions_and_leaders_from_librdkafka_are_what_kafka_python_describes(
+    kafka: LocalKafka, topic_name: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Metadata is read with librdkafka (one request for all topics): the same partition ids and leaders as
+    kafka-python's DescribeTopics, missing topics left out; and librdkafka prints nothing on stderr (its logs
+    bypass `logging`) when a broker cannot be reached."""
+    three, one = f"{topic_name}-three", f"{topic_name}-one"
+    kafka.create_topics([TopicSpec(three, partitions=3), TopicSpec(one, partitions=1)])
+    config = ExporterConfig(bootstrap_servers=kafka.bootstrap_servers, kafka_timeout=5.0)
+    reader = KafkaReader(config)
+    admin = kafka.admin()
+    try:
+        described = {
+            topic["name"]: {p["partition_index"]: p["leader_id"] for p in topic["partitions"]}
+            for topic in admin.describe_topics([three, one])
+        }
+        assert reader.partitions([three, one, f"{topic_name}-missing"]) == {three: {0, 1, 2}, one: {0}}
+        assert reader._leaders == {
+            (topic, partition): leader
+            for topic, leaders in described.items()
+            for partition, leader in leaders.items()
+        }
+        assert all(leader >= 0 for leader in reader._leaders.values())
+    finally:
+        admin.close()
+        reader.close()
+
+    unreachable = KafkaReader(ExporterConfig(bootstrap_servers=f"127.0.0.1:{free_port()}", kafka_timeout=1.0))
+    with pytest.raises(KafkaException, match=r"(?i)failed to get metadata|timed.?out"):
+        unreachable.rd_admin().list_topics(timeout=1.0)
+    unreachable.close()
+    assert "FAIL" not in capfd.readouterr().err

@@ -68,7 +68,33 @@ OTHER_JOBS_ONLY: dict[str, str] = {
         "tests/faults/test_order_state_sigkill.py)"
     ),
 }
-NOT_LOCAL = {**CLUSTER_ONLY, **OTHER_JOBS_ONLY}
+# Rules and panels on the CDC source (the replication slot, Kafka Connect's JMX exporter): the live stack here
+# runs no job that reads a captured table, so no PostgreSQL or Connect. tests/cdc/test_source_lag.py checks
+# each of them against a live Prometheus scraping a real exporter, slot and Connect worker.
+_CDC = "checked live in tests/cdc/test_source_lag.py (this stack runs no CDC source)"
+CDC_ONLY: dict[str, str] = {
+    **{
+        f"alert {name}": _CDC
+        for name in (
+            "StreamstackCdcConnectorFailed",
+            "StreamstackCdcTaskFailed",
+            "StreamstackCdcSlotInactive",
+            "StreamstackCdcRetainedWalFillingDisk",
+            "StreamstackCdcSourceLagHigh",
+            "StreamstackCdcSourceUnreachable",
+        )
+    },
+    "panel streamstack-pipeline-overview/Source lag in seconds (CDC)": _CDC,
+    "panel streamstack-pipeline-overview/Source lag and retained WAL in bytes (CDC)": _CDC,
+}
+# End-to-end freshness needs a job fed by Debezium (commit times in a header): checked live in
+# tests/cdc/test_cdc_freshness.py against a Prometheus scraping the user-view driver.
+_FRESHNESS = "checked live in tests/cdc/test_cdc_freshness.py (this stack runs no CDC-fed job)"
+FRESHNESS_ONLY: dict[str, str] = {
+    "alert StreamstackFreshnessAboveSLO": _FRESHNESS,
+    "panel streamstack-pipeline-overview/End-to-end freshness (CDC)": _FRESHNESS,
+}
+NOT_LOCAL = {**CLUSTER_ONLY, **OTHER_JOBS_ONLY, **CDC_ONLY, **FRESHNESS_ONLY}
 
 
 def is_cluster_only(query: str) -> bool:
@@ -221,6 +247,10 @@ def test_cluster_only_list_is_current_and_justified() -> None:
         assert any(metric in text for metric in CLUSTER_METRICS), f"{key} uses no cluster-only metric"
     for key in OTHER_JOBS_ONLY:
         assert key in checks, f"OTHER_JOBS_ONLY names {key}, which does not exist"
+    for key in CDC_ONLY:
+        assert key in checks, f"CDC_ONLY names {key}, which does not exist"
+    for key in FRESHNESS_ONLY:
+        assert key in checks, f"FRESHNESS_ONLY names {key}, which does not exist"
     local = [key for key, check in checks.items() if key not in CLUSTER_ONLY]
     for key in local:
         assert checks[key].local_part().queries, f"{key}: only cluster-only metrics"
@@ -323,7 +353,15 @@ def _label_values(url: str, label_values_query: str, regex: str = "") -> set[str
 
 
 def kafka_metric_names(checks: list[Check]) -> set[str]:
-    return {name for check in checks for query in check.queries for name in re.findall(r"\bkafka_\w+", query)}
+    """The broker metrics the checks name; `kafka_connect_*` are Kafka Connect's (its JMX exporter, scrape job
+    `kafka-connect`), checked live in tests/cdc/test_source_lag.py."""
+    return {
+        name
+        for check in checks
+        for query in check.queries
+        for name in re.findall(r"\bkafka_\w+", query)
+        if not name.startswith("kafka_connect_")
+    }
 
 
 def test_kafka_panels_and_alerts_read_the_brokers_metrics_reporter(ready: LiveStack) -> None:

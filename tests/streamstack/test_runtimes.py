@@ -44,8 +44,10 @@ def test_ensure_fills_the_default_cache_with_verified_runtimes_that_run(
     assert len(fetched.metrics_reporter_jars) == sum(
         a.jar_set == "kafka-metrics-reporter" for a in LOCK.maven
     )
-    # The Debezium plugin's jars are the CDC runtimes' (tests/cdc/test_cdc_runtimes.py).
-    for artifact in (a for a in LOCK.maven if a.jar_set != runtime_cache.DEBEZIUM_SET):
+    # The Debezium plugin's jars and the Connect worker's JMX exporter agent are the CDC runtimes'
+    # (tests/cdc/test_cdc_runtimes.py, tests/cdc/test_source_lag.py).
+    cdc_sets = (runtime_cache.DEBEZIUM_SET, runtime_cache.CONNECT_JMX_EXPORTER_SET)
+    for artifact in (a for a in LOCK.maven if a.jar_set not in cdc_sets):
         jar = runtime_cache.jar_path(cache_dir(), artifact)
         assert jar in fetched.kafka_classpath + fetched.spark_kafka_jars + fetched.metrics_reporter_jars
         assert sha256_of(jar) == artifact.sha256, artifact.coordinates

@@ -92,7 +92,19 @@ Settings that are valid one by one (values.schema.json) but not together. Each f
 {{- if lt (float64 .Values.exporter.window) (mulf 2 (float64 .Values.exporter.refreshInterval)) }}
 {{- fail (printf "exporter.window %v: must be at least twice exporter.refreshInterval (%v)" .Values.exporter.window .Values.exporter.refreshInterval) }}
 {{- end }}
-{{- $managed := list "STREAMSTACK_LAG_BOOTSTRAP_SERVERS" "STREAMSTACK_LAG_LISTEN" "STREAMSTACK_LAG_REFRESH_INTERVAL" "STREAMSTACK_LAG_WINDOW" "STREAMSTACK_LAG_KAFKA_TIMEOUT" "STREAMSTACK_LAG_GRANULARITY" "STREAMSTACK_LAG_SHADOW_PREFIX" "STREAMSTACK_LAG_NO_GROUPS" "STREAMSTACK_LAG_NO_COMMIT_LOG" "STREAMSTACK_LAG_LOG_LEVEL" "STREAMSTACK_KAFKA_SECURITY_PROTOCOL" "STREAMSTACK_KAFKA_SASL_MECHANISM" "STREAMSTACK_KAFKA_SASL_JAAS_CONFIG" "STREAMSTACK_KAFKA_SSL_CA_FILE" }}
+{{- with .Values.postgres }}
+{{- if .host }}
+{{- range $field := list "user" "database" "slot" }}
+{{- if not (index $.Values.postgres $field) }}
+{{- fail (printf "postgres.%s is required with postgres.host" $field) }}
+{{- end }}
+{{- end }}
+{{- if not .passwordSecret.name }}
+{{- fail "postgres.passwordSecret.name is required with postgres.host (the Secret holding the database password)" }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $managed := list "STREAMSTACK_LAG_BOOTSTRAP_SERVERS" "STREAMSTACK_LAG_LISTEN" "STREAMSTACK_LAG_REFRESH_INTERVAL" "STREAMSTACK_LAG_WINDOW" "STREAMSTACK_LAG_KAFKA_TIMEOUT" "STREAMSTACK_LAG_GRANULARITY" "STREAMSTACK_LAG_SHADOW_PREFIX" "STREAMSTACK_LAG_NO_GROUPS" "STREAMSTACK_LAG_NO_COMMIT_LOG" "STREAMSTACK_LAG_LOG_LEVEL" "STREAMSTACK_KAFKA_SECURITY_PROTOCOL" "STREAMSTACK_KAFKA_SASL_MECHANISM" "STREAMSTACK_KAFKA_SASL_JAAS_CONFIG" "STREAMSTACK_KAFKA_SSL_CA_FILE" "STREAMSTACK_LAG_POSTGRES_HOST" "STREAMSTACK_LAG_POSTGRES_PASSWORD_FILE" "PGPASSWORD" }}
 {{- range .Values.extraEnv }}
 {{- if has .name $managed }}
 {{- fail (printf "extraEnv %s: the chart sets this variable from exporter.*/kafka.*; set the value there" .name) }}
