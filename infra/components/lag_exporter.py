@@ -86,7 +86,6 @@ def slot_source(
 ) -> SlotSource:
     """The slot of the connector Kafka Connect runs: `source` (with the external database's name when one is
     set), `host`/`port`/`peer` and the password Secret exactly as Connect is given them."""
-    in_cluster = database.in_cluster
     return SlotSource(
         host=host,
         port=port,
@@ -95,8 +94,9 @@ def slot_source(
         slot=source.slot_name,
         password_secret=password_secret,
         password_key=password_key,
-        # The claim holds PGDATA with pg_wal: its size bounds the WAL. Unknown for an external database.
-        wal_disk_bytes=memory_bytes(in_cluster.storage_size) if in_cluster is not None else 0,
+        # In the cluster the claim holds PGDATA with pg_wal: its size bounds the WAL; an external database
+        # states the size of its pg_wal volume (cdc.database.external.walDiskSize).
+        wal_disk_bytes=memory_bytes(database.wal_disk_size),
         peer=peer,
     )
 

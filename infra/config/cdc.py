@@ -10,7 +10,8 @@ database it reads, either an in-cluster PostgreSQL (a StatefulSet, the dev stack
         user: streamstack_cdc
         inCluster: {namespace: postgres, image: postgres:15.20-bookworm, storageSize: 2Gi, ...}
         # or
-        external: {host: db.example.com, port: 5432, database: streamstack, cidrs: [10.0.32.0/24]}
+        external: {host: db.example.com, port: 5432, database: streamstack, cidrs: [10.0.32.0/24],
+                   walDiskSize: 500Gi}
 
 The password is never here: it is the stack secret `streamstack:cdcDatabasePassword`
 (infra/config/secrets.py).
@@ -170,10 +171,12 @@ class InClusterDatabase:
 @dataclass(frozen=True)
 class ExternalDatabase:
     """A PostgreSQL outside the cluster (`wal_level=logical`, a user with REPLICATION and the tables'
-    SELECT): where Connect connects, and the address blocks its NetworkPolicy may reach on `port`."""
+    SELECT): where Connect connects, the address blocks its NetworkPolicy may reach on `port`, and the size
+    of the volume that holds its `pg_wal` (what the retained-WAL alert predicts a full disk against)."""
 
     host: str
     cidrs: tuple[str, ...]
+    wal_disk_size: str
     port: int = 5432
     database: str | None = None  # None: pipeline.yaml's sources.cdc.database
 
@@ -182,6 +185,7 @@ class ExternalDatabase:
         require_match(setting(f"{base}.host"), self.host, _HOSTNAME)
         if not 1 <= self.port <= 65535:
             raise ConfigError(f"{setting(f'{base}.port')}: {self.port} is not a TCP port")
+        _require_quantity(setting(f"{base}.walDiskSize"), self.wal_disk_size)
         if self.database is not None:
             require_match(setting(f"{base}.database"), self.database, _PG_IDENTIFIER)
         if not self.cidrs:
@@ -214,8 +218,17 @@ class DatabaseConfig:
         if (self.in_cluster is None) == (self.external is None):
             raise ConfigError(
                 f"{setting('cdc.database')}: set exactly one of inCluster (a PostgreSQL of this stack) and "
-                "external (host, port, cidrs)"
+                "external (host, port, cidrs, walDiskSize)"
             )
+
+    @property
+    def wal_disk_size(self) -> str:
+        """The size of the volume that holds pg_wal: the in-cluster database's claim, or what the external
+        database's settings state."""
+        if self.in_cluster is not None:
+            return self.in_cluster.storage_size
+        assert self.external is not None  # exactly one of the two, checked above
+        return self.external.wal_disk_size
 
 
 # What a disabled section holds (never deployed): the default image, so the object is well-formed.
@@ -266,9 +279,10 @@ def _cdc(section: Section) -> CdcConfig:
         )
     if database.has("external"):
         raw = database.section("external")
-        raw.only("host", "port", "database", "cidrs")
+        raw.only("host", "port", "database", "cidrs", "walDiskSize")
         external = ExternalDatabase(
             host=raw.string("host"),
+            wal_disk_size=raw.string("walDiskSize"),
             port=raw.integer("port", ExternalDatabase.port),
             database=raw.string("database", None),
             cidrs=raw.strings("cidrs", ()),

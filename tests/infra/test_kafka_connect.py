@@ -499,12 +499,14 @@ def external(**change: Any) -> dict[str, Any]:
             "streamstack:cdc.database.external.cidrs[0]: 0.0.0.0/0 is every address",
         ),
         (external(port=70000), "streamstack:cdc.database.external.port: 70000 is not a TCP port"),
+        (external(walDiskSize=None), "streamstack:cdc.database.external.walDiskSize: required"),
+        (external(walDiskSize="lots"), "streamstack:cdc.database.external.walDiskSize: 'lots'"),
         (external(password="hunter2"), "streamstack:cdc.database.external.password: unknown setting"),
         (
             {
                 **stack_sections("prod")["cdc"],
                 "database": {
-                    "external": {"host": "db", "cidrs": ["10.0.0.0/24"]},
+                    "external": {"host": "db", "cidrs": ["10.0.0.0/24"], "walDiskSize": "1Ti"},
                     "inCluster": {"image": "postgres:15.14"},
                 },
             },

@@ -204,10 +204,10 @@ def test_with_cdc_the_exporter_reads_the_connectors_slot_with_connects_password_
         connector["slot.name"],
     )
     assert parsed.slot == cdc_source().slot_name
-    # In-cluster: the database volume bounds the WAL; external: unknown, 0 (not exported).
-    in_cluster = load_config(stack_name).cdc.database.in_cluster
-    expected_disk = 2 * 2**30 if in_cluster is not None else 0
-    assert in_cluster is None or in_cluster.storage_size == "2Gi"
+    # In-cluster: the database volume bounds the WAL; external: the size its settings state.
+    database = load_config(stack_name).cdc.database
+    expected_disk = 2 * 2**30 if database.in_cluster is not None else 500 * 2**30
+    assert database.wal_disk_size == ("2Gi" if database.in_cluster is not None else "500Gi")
     assert parsed.wal_disk_bytes == expected_disk
     # The password only as a file of the Secret Connect mounts, read-only; never a flag or a variable.
     assert parsed.password_file is not None
