@@ -48,7 +48,8 @@ def session(partitions: int) -> SparkSession:
     return (
         SparkSession.builder.master(f"local[{partitions}]")
         .appName("bench-decode")
-        .config("spark.jars", str(build_jar()))
+        # STREAMSTACK_BENCH_JVM_JAR: another build of jobs/jvm to measure (A/B runs of the decoder).
+        .config("spark.jars", os.environ.get("STREAMSTACK_BENCH_JVM_JAR") or str(build_jar()))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")

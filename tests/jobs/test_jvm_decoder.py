@@ -305,3 +305,21 @@ def test_jvm_decoder_refuses_arguments_of_the_wrong_type(spark: SparkSession) ->
         records.select(F.call_function(name, F.col("value").cast("string"), F.col("timestamp"))).collect()
     with pytest.raises(AnalysisException, match="record_time must be a timestamp, not bigint"):
         records.select(F.call_function(name, F.col("value"), F.col("offset"))).collect()
+
+
+def test_jvm_decoder_runs_once_per_record_under_the_jobs_filters(spark: SparkSession) -> None:
+    """A window job's plan (valid events, a window on the event time, dead letters apart) calls the decoder
+    in one place: the optimizer may not inline it into the filters above it, one parse per reference."""
+    records = _records(spark, PAGE_VIEW, seed=37)
+    decoded = decode_events_jvm(records, PAGE_VIEW, LIMITS)
+    views = decoded.where(F.col("dead_letter_reason").isNull()).select("event.*")
+    counts = views.groupBy(F.window("event_time", "10 seconds"), "url").count()
+    dead_letters = decoded.where(F.col("dead_letter_reason").isNotNull())
+    for query in (counts, dead_letters):
+        plan = query._jdf.queryExecution().optimizedPlan().toString()
+        assert plan.count("streamstack_decode(value") == 1, plan
+    # And the rows are the ones of the unfiltered decode.
+    everything = decoded.select("offset", "dead_letter_reason").collect()
+    good = {row["offset"] for row in everything if row["dead_letter_reason"] is None}
+    assert views.count() == len(good) > 0
+    assert dead_letters.count() == len(everything) - len(good) > 0

@@ -52,6 +52,10 @@ public final class EventDecoder implements Serializable {
 
   // What Spark's variant parser (org.apache.spark.types.variant.VariantUtil.JSON_FACTORY) uses: defaults.
   private static final JsonFactory JSON = new JsonFactory();
+  // The same, reading bytes as UTF-8 without detecting their charset: for the values parser() knows to be
+  // UTF-8 with no byte-order mark (detection costs a bootstrapper per record and would find UTF-8 there).
+  private static final JsonFactory UTF8_JSON =
+      JsonFactory.builder().disable(JsonFactory.Feature.CHARSET_DETECTION).build();
   private static final int MAX_DECIMAL_PRECISION = 38;
 
   private final String spec;
@@ -158,7 +162,8 @@ public final class EventDecoder implements Serializable {
     if (value.length > maxBytes) {
       return verdict(OVERSIZED, -1);
     }
-    if (!Utf8.isValid(value)) {
+    int utf8 = Utf8.check(value);
+    if (utf8 == Utf8.INVALID) {
       return verdict(NOT_UTF8, -1);
     }
     int n = names.length;
@@ -174,7 +179,7 @@ public final class EventDecoder implements Serializable {
         }
         isObject = root == JsonToken.START_OBJECT;
         // Spark refuses a lone surrogate in a string or key; valid UTF-8 can only spell one as an escape.
-        boolean escapes = hasBackslash(value);
+        boolean escapes = utf8 == Utf8.VALID_WITH_BACKSLASH;
         if (isObject) {
           readObject(parser, value, tokens, raw, escapes);
         } else {
@@ -257,7 +262,7 @@ public final class EventDecoder implements Serializable {
         if (token != JsonToken.VALUE_STRING) {
           return WRONG_TYPE;
         }
-        Long micros = Timestamps.parse((String) raw);
+        Long micros = Timestamps.parse((CharSequence) raw);
         return micros == null ? BAD_TIMESTAMP : micros;
     }
   }
@@ -273,7 +278,7 @@ public final class EventDecoder implements Serializable {
     if (detectable) {
       return JSON.createParser(new String(value, StandardCharsets.UTF_8));
     }
-    return JSON.createParser(value);
+    return UTF8_JSON.createParser(value);
   }
 
   private static boolean startsWithBrace(byte[] value) {
@@ -303,10 +308,13 @@ public final class EventDecoder implements Serializable {
           throw new IOException("duplicate key");
         }
         tokens[index] = valueToken;
-        raw[index] =
-            valueToken == JsonToken.VALUE_STRING && !escapes && kinds[index] == STRING
-                ? slice(parser, value)
-                : scalar(parser, valueToken);
+        if (valueToken == JsonToken.VALUE_STRING && !escapes && kinds[index] == STRING) {
+          raw[index] = slice(parser, value);
+        } else if (valueToken == JsonToken.VALUE_STRING && !escapes && kinds[index] == TIMESTAMP) {
+          raw[index] = timestampText(parser, value);
+        } else {
+          raw[index] = scalar(parser, valueToken);
+        }
         if (escapes && valueToken == JsonToken.VALUE_STRING) {
           checkSurrogates((String) raw[index]);
         }
@@ -329,24 +337,86 @@ public final class EventDecoder implements Serializable {
   }
 
   /**
+   * A timestamp field's text: with no backslash in the value, its bytes in the value when they are all ASCII
+   * (the only text the timestamp pattern can match, save a final non-ASCII line terminator), read in place
+   * without a String; else the text, as {@link #scalar}.
+   */
+  private static Object timestampText(JsonParser parser, byte[] value) throws IOException {
+    int start = textStart(parser, value);
+    int end = start < 0 ? -1 : textEnd(value, start, true);
+    return end < 0 ? parser.getText() : new Ascii(value, start, end - start);
+  }
+
+  /** Where the current string token's text starts in the value, or -1 if the parser has no byte offsets. */
+  private static int textStart(JsonParser parser, byte[] value) {
+    long quote = parser.currentTokenLocation().getByteOffset();
+    if (quote < 0 || quote >= value.length || value[(int) quote] != '"') {
+      return -1;
+    }
+    return (int) quote + 1;
+  }
+
+  /**
+   * The index of the quote closing a string that starts at `start` in a value with no backslash, or -1 if
+   * there is none, or, with `asciiOnly`, if a non-ASCII byte comes first.
+   */
+  private static int textEnd(byte[] value, int start, boolean asciiOnly) {
+    for (int end = start; end < value.length; end++) {
+      if (value[end] == '"') {
+        return end;
+      }
+      if (asciiOnly && value[end] < 0) {
+        return -1;
+      }
+    }
+    return -1;
+  }
+
+  /** ASCII bytes of a value as characters, in place. */
+  static final class Ascii implements CharSequence {
+    private final byte[] bytes;
+    private final int offset;
+    private final int length;
+
+    Ascii(byte[] bytes, int offset, int length) {
+      this.bytes = bytes;
+      this.offset = offset;
+      this.length = length;
+    }
+
+    @Override
+    public int length() {
+      return length;
+    }
+
+    @Override
+    public char charAt(int index) {
+      if (index < 0 || index >= length) {
+        throw new IndexOutOfBoundsException(index);
+      }
+      return (char) bytes[offset + index];
+    }
+
+    @Override
+    public CharSequence subSequence(int start, int end) {
+      return toString().subSequence(start, end);
+    }
+
+    @Override
+    public String toString() {
+      return new String(bytes, offset, length, StandardCharsets.US_ASCII);
+    }
+  }
+
+  /**
    * A string field's text without decoding it: its bytes in the value (valid UTF-8, and with no backslash
    * in the value, the first quote after the opening one closes it); Jackson checks the string when it skips
    * it. The text, as {@link #scalar}, when the parser reads a copy of the value (no byte offsets).
    */
   private static Object slice(JsonParser parser, byte[] value) throws IOException {
-    long quote = parser.currentTokenLocation().getByteOffset();
-    if (quote < 0 || quote >= value.length || value[(int) quote] != '"') {
-      return parser.getText();
-    }
-    int start = (int) quote + 1;
-    int end = start;
-    while (end < value.length && value[end] != '"') {
-      end++;
-    }
-    if (end == value.length) {
-      return parser.getText();
-    }
-    return UTF8String.fromBytes(value, start, end - start);
+    int start = textStart(parser, value);
+    int end = start < 0 ? -1 : textEnd(value, start, false);
+    return end < 0 ? parser.getText() : UTF8String.fromBytes(value, start, end - start);
   }
 
   private int indexOf(String name) {
@@ -429,15 +499,6 @@ public final class EventDecoder implements Serializable {
     }
   }
 
-  private static boolean hasBackslash(byte[] value) {
-    for (byte b : value) {
-      if (b == '\\') {
-        return true;
-      }
-    }
-    return false;
-  }
-
   /** Spark's VariantBuilder.checkValidUnicodeString: every surrogate in a pair. */
   private static void checkSurrogates(String text) throws IOException {
     for (int i = 0; i < text.length(); i++) {
@@ -457,7 +518,7 @@ public final class EventDecoder implements Serializable {
   static final class Timestamps {
     private Timestamps() {}
 
-    static Long parse(String text) {
+    static Long parse(CharSequence text) {
       if (!matchesIso(text)) {
         return null;
       }
@@ -466,7 +527,7 @@ public final class EventDecoder implements Serializable {
         return exact(text);
       }
       // A line terminator after the zone: as Spark's cast reads it (it trims).
-      Option<Object> micros = DateTimeUtils.stringToTimestamp(UTF8String.fromString(text), ZoneOffset.UTC);
+      Option<Object> micros = DateTimeUtils.stringToTimestamp(UTF8String.fromString(text.toString()), ZoneOffset.UTC);
       return micros.isDefined() ? (Long) micros.get() : null;
     }
 
@@ -475,7 +536,7 @@ public final class EventDecoder implements Serializable {
      * null for a date or time that does not exist or an offset beyond +-18:00; digits after the sixth of
      * the fraction are cut off.
      */
-    static Long exact(String s) {
+    static Long exact(CharSequence s) {
       int year = number(s, 0, 4);
       int month = number(s, 5, 2);
       int day = number(s, 8, 2);
@@ -516,7 +577,7 @@ public final class EventDecoder implements Serializable {
       return seconds * 1_000_000L + fraction;
     }
 
-    private static int number(String s, int from, int count) {
+    private static int number(CharSequence s, int from, int count) {
       int value = 0;
       for (int i = from; i < from + count; i++) {
         value = value * 10 + (s.charAt(i) - '0');
@@ -528,7 +589,7 @@ public final class EventDecoder implements Serializable {
      * What {@code rlike} finds for ^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$ in
      * java.util.regex: ASCII digits, and '$' also matches before one final line terminator.
      */
-    static boolean matchesIso(String s) {
+    static boolean matchesIso(CharSequence s) {
       int n = s.length();
       if (n < 20) {
         return false;
@@ -566,7 +627,7 @@ public final class EventDecoder implements Serializable {
       return atEnd(s, i);
     }
 
-    private static boolean atEnd(String s, int i) {
+    private static boolean atEnd(CharSequence s, int i) {
       int rest = s.length() - i;
       if (rest == 0) {
         return true;
@@ -582,7 +643,7 @@ public final class EventDecoder implements Serializable {
       return c >= '0' && c <= '9';
     }
 
-    private static boolean digits(String s, int from, int count) {
+    private static boolean digits(CharSequence s, int from, int count) {
       for (int i = from; i < from + count; i++) {
         if (!isDigit(s.charAt(i))) {
           return false;
@@ -596,12 +657,22 @@ public final class EventDecoder implements Serializable {
   static final class Utf8 {
     private Utf8() {}
 
-    static boolean isValid(byte[] b) {
+    static final int INVALID = 0;
+    static final int VALID = 1;
+    static final int VALID_WITH_BACKSLASH = 2;
+
+    /**
+     * INVALID, or VALID / VALID_WITH_BACKSLASH: whether the value has a backslash (an escape) too, found in
+     * the same pass.
+     */
+    static int check(byte[] b) {
       int i = 0;
       int n = b.length;
+      boolean backslash = false;
       while (i < n) {
         int c = b[i] & 0xFF;
         if (c < 0x80) {
+          backslash |= c == '\\';
           i++;
           continue;
         }
@@ -625,24 +696,24 @@ public final class EventDecoder implements Serializable {
             hi = 0x8F;
           }
         } else {
-          return false;
+          return INVALID;
         }
         if (i + len > n) {
-          return false;
+          return INVALID;
         }
         int second = b[i + 1] & 0xFF;
         if (second < lo || second > hi) {
-          return false;
+          return INVALID;
         }
         for (int k = 2; k < len; k++) {
           int next = b[i + k] & 0xFF;
           if (next < 0x80 || next > 0xBF) {
-            return false;
+            return INVALID;
           }
         }
         i += len;
       }
-      return true;
+      return backslash ? VALID_WITH_BACKSLASH : VALID;
     }
   }
 }
