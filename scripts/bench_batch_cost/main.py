@@ -49,15 +49,20 @@ GOALS_MS = (100.0, 200.0)  # issue 16: fixed cost per batch, stateless and state
 class Bench:
     """The broker and the results so far; each variant gets its own topics, checkpoints and driver JVM."""
 
-    def __init__(self, kafka: LocalKafka, workdir: Path, jars: list[str], pace: Pace) -> None:
+    def __init__(
+        self, kafka: LocalKafka, workdir: Path, jars: list[str], pace: Pace, jfr_dir: Path | None = None
+    ) -> None:
         self.kafka = kafka
         self.workdir = workdir
         self.jars = jars
         self.pace = pace
+        self.jfr_dir = jfr_dir
         self.variants: list[dict[str, Any]] = []
 
     def measure(self, variant: Variant) -> dict[str, Any]:
         index = len(self.variants)
+        if self.jfr_dir is not None:
+            variant = with_flight_recording(variant, self.jfr_dir / f"{index:02d}-{variant.name}.jfr")
         log(f"variant {index + 1} {variant.name}: {variant.settings}")
         result: dict[str, Any] = {
             "variant": variant.name,
@@ -97,7 +102,7 @@ class Bench:
                 topics,
             )
         first_config = configs[variant.runs[0]][0]
-        with driver(first_config.streaming) as spark:
+        with driver(first_config.streaming, variant.progress_listener) as spark:
             result["spark_version"] = spark.version
             result["session_seconds"] = time.monotonic() - started
             for kind, (config, topics) in configs.items():
@@ -161,6 +166,16 @@ class Bench:
             others_cores=_others_cores(result),
             error=run.get("error"),
         )
+
+
+def with_flight_recording(variant: Variant, recording: Path) -> Variant:
+    """`variant` with JDK Flight Recorder on in its driver JVM (the `profile` settings: a Java stack sample
+    every 10 ms of every thread running Java code, and parks and monitor waits over 10 ms), written to
+    `recording` when the JVM exits; read it with `jfr print --events jdk.ExecutionSample <recording>`."""
+    option = f"-XX:StartFlightRecording=filename={recording},settings=profile,dumponexit=true"
+    return dataclasses.replace(
+        variant, spark_conf={**variant.spark_conf, "spark.driver.extraJavaOptions": option}
+    )
 
 
 def _others_cores(result: dict[str, Any]) -> float | None:
@@ -241,6 +256,12 @@ def main(argv: list[str] | None = None) -> int:
         "--workdir", type=Path, default=None, help="default: a new temporary one, removed after"
     )
     parser.add_argument("--out", type=Path, default=None, help="default benchmarks/batch-cost-<date>.json")
+    parser.add_argument(
+        "--jfr",
+        type=Path,
+        default=None,
+        help="a folder for a JDK Flight Recording of each variant's driver JVM (<n>-<variant>.jfr)",
+    )
     args = parser.parse_args(argv)
     if args.warmup < 1 or args.batches < 2 or args.records < 1 or args.trigger_seconds <= 0:
         parser.error("need --warmup >= 1, --batches >= 2, --records >= 1 and --trigger-seconds > 0")
@@ -271,7 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         log(f"starting Kafka in {workdir / 'kafka'}")
         kafka.start()
-        bench = Bench(kafka, workdir, [str(jar) for jar in runtimes.spark_kafka_jars], pace)
+        jfr_dir = args.jfr.resolve() if args.jfr else None
+        if jfr_dir is not None:
+            jfr_dir.mkdir(parents=True, exist_ok=True)
+        bench = Bench(kafka, workdir, [str(jar) for jar in runtimes.spark_kafka_jars], pace, jfr_dir)
         try:
             result["plan"] = run_plan(bench, only)
         finally:

@@ -236,14 +236,15 @@ def job_config(
 
 
 @contextmanager
-def driver(config: StreamingJobConfig) -> Iterator[SparkSession]:
+def driver(config: StreamingJobConfig, progress_listener: bool = True) -> Iterator[SparkSession]:
     """A session built by the jobs' own `build_session`, with the jobs' progress listener (metrics on a free
     port, shadow-group commits); on the way out its queries, the session and the driver JVM are stopped and
     reaped, so the next variant starts a JVM of its own (some Spark settings are fixed per JVM)."""
     spark = build_session(config)
     gateway = SparkContext._gateway
     try:
-        serve_progress_metrics(spark, config)
+        if progress_listener:
+            serve_progress_metrics(spark, config)
         yield spark
     finally:
         for query in spark.streams.active:

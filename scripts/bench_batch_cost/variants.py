@@ -39,6 +39,7 @@ class Variant:
     fetch_max_wait_ms: int = JOBS_FETCH_MAX_WAIT_MS
     stateless_options: dict[str, str] = field(default_factory=dict)
     runs: tuple[str, ...] = (STATELESS, STATEFUL)
+    progress_listener: bool = True  # the jobs' progress listener (metrics, shadow-group commits)
 
     @property
     def settings(self) -> str:
@@ -49,6 +50,8 @@ class Variant:
         if self.fetch_max_wait_ms != JOBS_FETCH_MAX_WAIT_MS:
             parts.append(f"--kafka-fetch-max-wait-ms {self.fetch_max_wait_ms}")
         parts += [f"stateless {key}={value}" for key, value in sorted(self.stateless_options.items())]
+        if not self.progress_listener:
+            parts.append("no progress listener")
         return ", ".join(parts) or "the jobs' current settings"
 
 
@@ -56,7 +59,8 @@ BASELINE = Variant(
     "baseline",
     "baseline",
     f"the jobs' current settings: {JOBS_SHUFFLE_PARTITIONS} shuffle partitions, HDFS-backed state store, "
-    f"synchronous progress, the Kafka source's fetch wait {JOBS_FETCH_MAX_WAIT_MS} ms",
+    f"synchronous progress, the Kafka source's fetch wait {JOBS_FETCH_MAX_WAIT_MS} ms, checkpoint files "
+    "without checksum files (since 2026-11-26)",
 )
 
 SINGLE_LEVERS = (
@@ -111,7 +115,7 @@ SINGLE_LEVERS = (
     ),
 )
 
-EXTRA_LEVERS = (
+EXTRA_LEVERS: tuple[Variant, ...] = (
     Variant(
         "retention",
         "retention",
@@ -123,6 +127,100 @@ EXTRA_LEVERS = (
         runs=(STATEFUL,),
     ),
 )
+
+RAW_LOCAL_FS = {
+    # Checkpoint files without Hadoop's .crc sidecars: FileSystem and, for the checkpoint file manager
+    # (FileContext), the AbstractFileSystem; both still write a temporary file and rename it into place.
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+}
+
+# Hadoop's defaults for file:// paths: every file with a `.<name>.crc` checksum file beside it.
+CHECKSUM_LOCAL_FS = {
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.LocalFs",
+}
+
+# Levers of the second round (issue 16's list after the fetch wait): run them with --only.
+SECOND_ROUND = (
+    Variant(
+        "checksum-fs",
+        "checkpoint-fs",
+        "checkpoint files with checksum (.crc) files, Hadoop's default: the jobs' settings before 2026-11-26",
+        spark_conf=CHECKSUM_LOCAL_FS,
+    ),
+    Variant(
+        "raw-local-fs",
+        "checkpoint-fs",
+        "checkpoint files without checksum (.crc) files: RawLocalFileSystem and RawLocalFs (the jobs' "
+        "settings since 2026-11-26: the same as the baseline since)",
+        spark_conf=RAW_LOCAL_FS,
+    ),
+    Variant(
+        "listeners-light",
+        "listeners",
+        "no streaming UI listener and 50 SQL executions kept (1000): less listener work per batch",
+        spark_conf={
+            "spark.sql.streaming.ui.enabled": "false",
+            "spark.sql.ui.retainedExecutions": "50",
+        },
+    ),
+    Variant(
+        "ui-on",
+        "ui",
+        "the Spark UI on, as the cluster has it (Spark's default; `streamstack local up` turns it off), "
+        "with its streaming tab: what the UI's listeners cost per batch",
+        spark_conf={"spark.ui.enabled": "true", "spark.ui.port": "0"},
+    ),
+    Variant(
+        "no-progress-listener",
+        "progress-listener",
+        "without the jobs' progress listener (its metrics and shadow-group commits): what the listener costs",
+        progress_listener=False,
+    ),
+    Variant(
+        "locality-wait-0",
+        "locality",
+        "tasks never wait for their preferred location (state store tasks wait up to 3 s by default)",
+        spark_conf={"spark.locality.wait": "0s"},
+        runs=(STATEFUL,),
+    ),
+    Variant(
+        "kryo",
+        "serializer",
+        "Kryo instead of Java serialization",
+        spark_conf={"spark.serializer": "org.apache.spark.serializer.KryoSerializer"},
+    ),
+    Variant(
+        "codegen-off",
+        "codegen",
+        "no whole-stage code generation (nothing to compile or look up when a batch is planned)",
+        spark_conf={"spark.sql.codegen.wholeStage": "false"},
+    ),
+    Variant(
+        "polling-delay-1ms",
+        "polling",
+        "the idle loop's polling delay 1 ms (10 ms)",
+        spark_conf={"spark.sql.streaming.pollingDelay": "1ms"},
+        runs=(STATELESS,),
+    ),
+    Variant(
+        "state-combined",
+        "state-combined",
+        "the state levers measured as noise alone, combined: one shuffle partition, RocksDB with changelog "
+        "checkpointing, snapshots after 5 deltas, no locality wait",
+        spark_conf={
+            "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+            "spark.sql.streaming.stateStore.minDeltasForSnapshot": "5",
+            "spark.locality.wait": "0s",
+        },
+        shuffle_partitions=1,
+        runs=(STATEFUL,),
+    ),
+)
+
+EXTRA_LEVERS = (*EXTRA_LEVERS, *SECOND_ROUND)
 
 SIX_QUERIES = Variant(
     "six-queries", "six", "the window job's six queries in one driver (its own start_queries)", runs=(SIX,)

@@ -20,6 +20,7 @@ from infra.components.streaming_job import StreamingJob, StreamingJobArgs
 from infra.config import ConfigError, JobConfig, StackConfig
 from infra.kafka_access import KafkaClient
 from infra.network import Peers
+from jobs.common.session import CHECKPOINT_FS_CONF, session_conf
 from streamstack.paths import REPO_ROOT
 from tests.infra.conftest import Objects, Stack, build, load_config
 
@@ -276,3 +277,23 @@ def test_args_refuse_a_stateful_job_on_a_driver_only_volume() -> None:
             cluster_nodes=1,
             peers=stateless.peers,
         )
+
+
+def test_the_cluster_driver_writes_its_checkpoint_without_checksum_files(
+    mocked: Callable[[str], Stack],
+) -> None:
+    """The session the job builds in the cluster from the rendered arguments gets the jobs' checkpoint
+    filesystem settings (jobs.common.session: the same code builds the local session), its checkpoint is a
+    plain path on the claim (the file scheme, which those settings cover), and the SparkApplication's own
+    Spark settings do not override them."""
+    for name in ("clickstream-windows", "user-view"):
+        _, objects, job = build_job(mocked, "prod", name)
+        application = objects.manifest("SparkApplication", job.name)
+        streaming = parse_job_arguments(job, application["spec"]["arguments"]).streaming
+
+        assert CHECKPOINT_FS_CONF.items() <= session_conf(streaming).items()
+        assert (
+            session_conf(streaming)["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.RawLocalFileSystem"
+        )
+        assert streaming.checkpoint_dir.startswith("/checkpoints")
+        assert not CHECKPOINT_FS_CONF.keys() & conf(application).keys()

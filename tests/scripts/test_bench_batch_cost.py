@@ -10,7 +10,8 @@ from typing import Any, cast
 import pytest
 
 from jobs.common.config import StreamingJobConfig
-from scripts.bench_batch_cost.main import Bench, run_plan
+from scripts.bench_batch_cost.jfr import aggregate, report, thread_group
+from scripts.bench_batch_cost.main import Bench, run_plan, with_flight_recording
 from scripts.bench_batch_cost.report import (
     MultiRow,
     Outcome,
@@ -25,7 +26,9 @@ from scripts.bench_batch_cost.run import Pace, Topics, job_config, next_round_at
 from scripts.bench_batch_cost.variants import (
     ASYNC_PROGRESS,
     BASELINE,
+    EXTRA_LEVERS,
     ROCKSDB,
+    SECOND_ROUND,
     SINGLE_LEVERS,
     SIX,
     STATEFUL,
@@ -302,3 +305,97 @@ def test_the_plan() -> None:
         "six-queries",
         "baseline-again",
     ]
+
+
+def test_the_second_round_levers_and_their_settings() -> None:
+    levers = {variant.name: variant for variant in SECOND_ROUND}
+    assert set(levers) <= {variant.name for variant in EXTRA_LEVERS}  # run only when named with --only
+    raw = levers["raw-local-fs"]
+    assert raw.spark_conf == {
+        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+        "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+    }
+    assert raw.runs == (STATELESS, STATEFUL)
+    assert levers["locality-wait-0"].runs == (STATEFUL,)  # no shuffle or state in the stateless query
+    assert levers["no-progress-listener"].settings == "no progress listener"
+    assert not levers["no-progress-listener"].progress_listener
+    combined = levers["state-combined"]
+    assert (combined.shuffle_partitions, combined.spark_conf["spark.locality.wait"]) == (1, "0s")
+    # Hadoop's checksummed default, the jobs' settings before: one lever group, so never both combined.
+    assert levers["checksum-fs"].spark_conf == {
+        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem",
+        "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.LocalFs",
+    }
+    assert levers["checksum-fs"].lever == raw.lever
+    assert len({variant.lever for variant in SECOND_ROUND}) == len(SECOND_ROUND) - 1
+
+
+def test_a_flight_recording_is_a_driver_java_option(tmp_path: Path) -> None:
+    recorded = with_flight_recording(BASELINE, tmp_path / "00-baseline.jfr")
+
+    option = recorded.spark_conf["spark.driver.extraJavaOptions"]
+    assert option == (
+        f"-XX:StartFlightRecording=filename={tmp_path / '00-baseline.jfr'},settings=profile,dumponexit=true"
+    )
+    assert BASELINE.spark_conf == {}  # the variant itself is unchanged
+
+
+def _frame(owner: str, method: str) -> dict[str, Any]:
+    return {"method": {"type": {"name": owner}, "name": method}}
+
+
+def test_flight_recording_time_per_thread_group() -> None:
+    stream = "stream execution thread for clickstream-windows [id = 0f3e, runId = 9a1]"
+    events: list[dict[str, Any]] = [
+        {
+            "type": "jdk.ExecutionSample",
+            "values": {
+                "sampledThread": {"javaName": stream},
+                "stackTrace": {
+                    "frames": [
+                        _frame("java.io.FileOutputStream", "write"),
+                        _frame("org.apache.spark.sql.execution.streaming.HDFSMetadataLog", "add"),
+                    ]
+                },
+            },
+        }
+        for _ in range(3)
+    ]
+    events.append(
+        {
+            "type": "jdk.ExecutionSample",
+            "values": {
+                "sampledThread": {
+                    "javaName": "Executor task launch worker for task 1.0 in stage 4.0 (TID 7)"
+                },
+                "stackTrace": {"frames": [_frame("org.apache.spark.executor.Executor$TaskRunner", "run")]},
+            },
+        }
+    )
+    events.append(
+        {
+            "type": "jdk.ThreadPark",
+            "values": {"eventThread": {"javaName": stream}, "duration": "PT0.25S"},
+        }
+    )
+    events.append(
+        {
+            "type": "jdk.JavaMonitorWait",
+            "values": {"eventThread": {"javaName": stream}, "duration": 50_000_000},
+        }
+    )
+
+    groups = aggregate(events)
+
+    stream_group = groups[thread_group(stream)]
+    assert thread_group(stream) == "stream execution thread for clickstream-windows [id = #]"
+    assert stream_group.samples == 3
+    assert stream_group.cpu_s == pytest.approx(0.03)
+    assert stream_group.waits_s == {"jdk.ThreadPark": 0.25, "jdk.JavaMonitorWait": 0.05}
+    assert stream_group.top_spark.most_common(1) == [
+        ("org.apache.spark.sql.execution.streaming.HDFSMetadataLog.add", 3)
+    ]
+    worker = groups["Executor task launch worker for task #.# in stage #.# (TID #)"]
+    assert worker.samples == 1
+    text = report(groups, batches=2)
+    assert "CPU 15; waits JavaMonitorWait 25, ThreadPark 125" in text
