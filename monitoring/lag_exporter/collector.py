@@ -33,6 +33,8 @@ from typing import Any, NamedTuple
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+import numpy as np
+import numpy.typing as npt
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client import utils as prometheus_utils
 from prometheus_client.core import GaugeMetricFamily
@@ -50,7 +52,7 @@ from contracts.metrics import (
     LAG_PREFIX,
     STATUS_CODE,
 )
-from monitoring.lag_exporter.snapshot import PartitionLag, Snapshot
+from monitoring.lag_exporter.snapshot import PartitionColumns, PartitionLag, Snapshot, TopicPartitionOffsets
 from monitoring.lag_exporter.status import GROUP_STATUSES, PARTITION_STATUSES, Status
 
 ERROR_KINDS = ("kafka", "group", "checkpoint", "timestamp", "commit_log", "internal")
@@ -190,6 +192,15 @@ def _tables(snapshot: Snapshot) -> list[_Table]:
             [(partition_values(row), row) for row in snapshot.partitions],
             _PARTITION_FAMILIES,
         ),
+        *_other_tables(snapshot),
+    ]
+
+
+def _other_tables(snapshot: Snapshot, offsets: bool = True) -> list[_Table]:
+    """The tables after the partitions': groups, partition offsets (with `offsets`; empty without),
+    checkpoints."""
+    by_partition = snapshot.granularity == "partition"
+    return [
         _Table(
             ["source", "group"],
             [([group.source, group.group], group) for group in snapshot.groups],
@@ -199,7 +210,7 @@ def _tables(snapshot: Snapshot) -> list[_Table]:
             ["topic", *(["partition"] if by_partition else [])],
             [
                 ([entry.topic, *([str(entry.partition)] if by_partition else [])], entry)
-                for entry in snapshot.offsets
+                for entry in (snapshot.offsets if offsets else ())
             ],
             _OFFSET_FAMILIES,
         ),
@@ -254,67 +265,185 @@ def _escape(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
+_PARTITION_COLUMNS: dict[str, Callable[[PartitionColumns], npt.NDArray[Any]]] = {
+    "committed_offset": lambda c: c.committed,
+    "records": lambda c: c.lag,
+    "seconds": lambda c: c.lag_seconds,
+    "consumed_records_per_second": lambda c: c.consumption_rate,
+    "catch_up_eta_seconds": lambda c: c.eta_seconds,
+    "data_loss": lambda c: (c.lost_records > 0).astype(np.int64),
+    "lost_records": lambda c: c.lost_records,
+    STATUS_CODE: lambda c: c.status.astype(np.int64),
+}
+
+
+class _Rendering(NamedTuple):
+    """One table to render: per label (in `label_names` order) the `name="value"` text of each distinct
+    value and each row's index among them; per family the values of the rows; each row's status code."""
+
+    label_names: list[str]
+    labels: list[tuple[list[str], npt.NDArray[np.intp]]]
+    families: tuple[_Family, ...]
+    values: Callable[[_Family], list[Any] | npt.NDArray[Any]]
+    codes: list[int]
+
+
+def _pairs(name: str, values: Sequence[str]) -> list[str]:
+    return [f'{name}="{_escape(value)}"' for value in values]
+
+
+def _factorized(name: str, values: Sequence[str]) -> tuple[list[str], npt.NDArray[np.intp]]:
+    seen: dict[str, int] = {}
+    index = np.fromiter((seen.setdefault(value, len(seen)) for value in values), np.intp, len(values))
+    return _pairs(name, list(seen)), index
+
+
+def _renderings(snapshot: Snapshot) -> list[_Rendering]:
+    by_partition = snapshot.granularity == "partition"
+    columns = snapshot.columns
+    partition_labels = [
+        (_pairs("source", columns.sources), columns.source.astype(np.intp)),
+        (_pairs("group", columns.groups), columns.group.astype(np.intp)),
+        (_pairs("topic", columns.topics), columns.topic.astype(np.intp)),
+    ]
+    if by_partition and columns.partition is not None:
+        numbers, index = np.unique(columns.partition, return_inverse=True)
+        partition_labels.append((_pairs("partition", [str(n) for n in numbers.tolist()]), index))
+    renderings = [
+        _Rendering(
+            ["source", "group", "topic", *(["partition"] if by_partition else [])],
+            partition_labels,
+            _PARTITION_FAMILIES,
+            lambda family: _PARTITION_COLUMNS[family.name](columns),
+            columns.status.tolist(),
+        )
+    ]
+    for table in _other_tables(snapshot, offsets=False):
+        if table.families is _OFFSET_FAMILIES:  # 50,000 at the goal's size: as columns
+            renderings.append(_offset_rendering(snapshot.offsets, by_partition))
+            continue
+        rows = [row for _, row in table.rows]
+        renderings.append(
+            _Rendering(
+                table.label_names,
+                [
+                    _factorized(name, [values[i] for values, _ in table.rows])
+                    for i, name in enumerate(table.label_names)
+                ],
+                table.families,
+                lambda family, rows=rows: list(map(family.value, rows)),  # type: ignore[misc]
+                [row.status.code for row in rows] if rows and hasattr(rows[0], "status") else [],
+            )
+        )
+    return renderings
+
+
+def _offset_rendering(offsets: Sequence[TopicPartitionOffsets], by_partition: bool) -> _Rendering:
+    labels = [_factorized("topic", [entry.topic for entry in offsets])]
+    if by_partition:
+        labels.append(_factorized("partition", [str(entry.partition) for entry in offsets]))
+    earliest = np.fromiter((entry.earliest for entry in offsets), np.int64, len(offsets))
+    latest = np.fromiter((entry.latest for entry in offsets), np.int64, len(offsets))
+    return _Rendering(
+        ["topic", *(["partition"] if by_partition else [])],
+        labels,
+        _OFFSET_FAMILIES,
+        lambda family: earliest if family.name == "partition_earliest_offset" else latest,
+        [],
+    )
+
+
 def render_lag_text(snapshot: Snapshot, rows_per_chunk: int = 2000) -> Iterator[str]:
     """The lag families of `snapshot` in the exposition text format, in chunks of about `rows_per_chunk`
     rows: byte for byte what prometheus_client renders for `LagCollector.collect()`, in the text format 0.0.4
-    and (without its final `# EOF`) in OpenMetrics."""
-    for table in _tables(snapshot):
+    and (without its final `# EOF`) in OpenMetrics. Rendered from the snapshot's columns: each label's text
+    made once per distinct value, the rows' label texts joined once for all families."""
+    for table in _renderings(snapshot):
         order = sorted(range(len(table.label_names)), key=table.label_names.__getitem__)
         with_status = sorted([*table.label_names, "status"])
         split = with_status.index("status")  # labels sorted before `status`, then those after
-        labels: list[tuple[str, int]] = []  # per row: its labels, and where `status` goes among them
-        pairs: list[dict[str, str]] = [{} for _ in table.label_names]  # per label: value -> `name="value"`
-        for values, _ in table.rows:
-            parts = []
-            for i in order:
-                part = pairs[i].get(values[i])
-                if part is None:
-                    part = pairs[i][values[i]] = f'{table.label_names[i]}="{_escape(values[i])}"'
-                parts.append(part)
-            labels.append((",".join(parts), len(",".join(parts[:split])) + 1 if split else 0))
-        rows = [row for _, row in table.rows]
+        texts = [np.array(table.labels[i][0], dtype=object)[table.labels[i][1]].tolist() for i in order]
+        labels: list[str] = list(map(",".join, zip(*texts, strict=True))) if texts else []
+        count = len(labels)
+        if split:  # where `status` goes: after the labels sorted before it and their commas
+            cut = np.full(count, split, np.int64)
+            for i in order[:split]:
+                pairs, index = table.labels[i]
+                cut += np.fromiter(map(len, pairs), np.int64, len(pairs))[index]
+            cuts = cut.tolist()
+        else:
+            cuts = [0] * count
         for family in table.families:
             name = LAG_PREFIX + family.name
             documentation = family.documentation.replace("\\", r"\\").replace("\n", r"\n")
             header = f"# HELP {name} {documentation}\n# TYPE {name} gauge\n"
             if family.value is None:
-                statuses = [(candidate, candidate.name) for candidate in family.statuses]
-                step = max(1, rows_per_chunk // max(1, len(statuses)))
-                for first in range(0, max(1, len(rows)), step):
+                # per status code of a row, its lines: "{0}" the text up to the status value, "{1}" after it
+                lines_of = {
+                    status.code: "".join(
+                        f"{{0}}{candidate.name}{{1}}{'1.0' if candidate is status else '0.0'}\n"
+                        for candidate in family.statuses
+                    )
+                    for status in Status
+                }
+                step = max(1, rows_per_chunk // max(1, len(family.statuses)))
+                for first in range(0, max(1, count), step):
                     lines = [header] if first == 0 else []
-                    for row, (all_labels, cut) in zip(
-                        rows[first : first + step], labels[first : first + step], strict=True
+                    for all_labels, cut_at, current in zip(
+                        labels[first : first + step],
+                        cuts[first : first + step],
+                        table.codes[first : first + step],
+                        strict=True,
                     ):
-                        if cut > len(all_labels):  # `status` sorts last
+                        if cut_at > len(all_labels):  # `status` sorts last
                             before, after = all_labels + ",", ""
                         else:  # `before` is empty or ends with its comma
-                            before, after = all_labels[:cut], all_labels[cut:]
-                        comma, current = ("," if after else ""), row.status
-                        lines += [
-                            f'{name}{{{before}status="{status}"{comma}{after}}} '
-                            f"{'1.0' if candidate is current else '0.0'}\n"
-                            for candidate, status in statuses
-                        ]
+                            before, after = all_labels[:cut_at], all_labels[cut_at:]
+                        lines.append(
+                            lines_of[current].format(
+                                f'{name}{{{before}status="', f'"{"," if after else ""}{after}}} '
+                            )
+                        )
                     yield "".join(lines)
                 continue
-            family_values: list[Any] = list(map(family.value, rows))
-            for first in range(0, max(1, len(rows)), rows_per_chunk):
-                # floatToGoString of an int below 10**6 is the int with ".0", of a float below 10**6 (not NaN,
-                # not negative) its repr: most values are such (a value of 10**6 and above may take Go's
-                # exponent notation, so it goes through floatToGoString)
+            texts = _format_values(table.values(family))
+            for first in range(0, max(1, count), rows_per_chunk):
                 lines = [
-                    f"{name}{{{all_labels}}} {value}.0\n"
-                    if value.__class__ is int and 0 <= value < 1_000_000
-                    else f"{name}{{{all_labels}}} {value!r}\n"
-                    if value.__class__ is float and 0.0 <= value < 1e6
-                    else f"{name}{{{all_labels}}} {_float_to_go_string(value)}\n"
-                    for (all_labels, _), value in zip(
+                    f"{name}{{{all_labels}}} {text}\n"
+                    for all_labels, text in zip(
                         labels[first : first + rows_per_chunk],
-                        family_values[first : first + rows_per_chunk],
+                        texts[first : first + rows_per_chunk],
                         strict=True,
                     )
                 ]
                 yield (header if first == 0 else "") + "".join(lines)
+
+
+def _format_values(values: list[Any] | npt.NDArray[Any]) -> list[str]:
+    """floatToGoString of each value; a column in bulk: of an int in [0, 10**6) the int with ".0", of a
+    float in [0, 10**6) its repr (the same for any value there); the others (10**6 and above may take Go's
+    exponent notation, negative, infinite, NaN) one at a time through floatToGoString."""
+    if not isinstance(values, np.ndarray):
+        return [
+            f"{value}.0"
+            if value.__class__ is int and 0 <= value < 1_000_000
+            else repr(value)
+            if value.__class__ is float and 0.0 <= value < 1e6
+            else _float_to_go_string(value)
+            for value in values
+        ]
+    items = values.tolist()
+    texts = list(map(repr if values.dtype.kind == "f" else "{}.0".format, items))
+    with np.errstate(invalid="ignore"):
+        outside = ~((values >= 0) & (values < 1_000_000))
+        if values.dtype.kind == "f":  # +Inf (the ETA of a consumer that does not move) in bulk
+            infinite = np.isposinf(values)
+            for index in np.flatnonzero(infinite).tolist():
+                texts[index] = "+Inf"
+            outside &= ~infinite
+    for index in np.flatnonzero(outside).tolist():
+        texts[index] = _float_to_go_string(items[index])
+    return texts
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import dataclasses
 import logging
 import threading
 import time
@@ -134,7 +133,7 @@ class Refresher:
             self._reader.close()
             previous = self.latest()
             self._publish(
-                dataclasses.replace(previous, checkpoints=checkpoints.health)
+                previous.replace(checkpoints=checkpoints.health)
                 if previous is not None
                 else Snapshot(taken_at=self._clock(), checkpoints=checkpoints.health)
             )

@@ -20,6 +20,9 @@ committed offsets first, then the partitions' latest and earliest offsets.
 With `--granularity topic`, partition rows are folded per (source, group, topic): committed, lag, lost
 records, earliest and latest offsets are summed, lag seconds, ETA and data loss take the max, the status
 is the worst partition's, the consumption rate is summed. Group values are always computed from partitions.
+
+The partition rows are kept as numpy columns (`PartitionColumns`: 150,000 rows at 50,000 partitions x 500
+groups), computed a column at a time; `PartitionLag` objects are made only on request (`Snapshot.partitions`).
 """
 
 from __future__ import annotations
@@ -28,14 +31,19 @@ import math
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
+
+import numpy as np
+import numpy.typing as npt
 
 from monitoring.lag_exporter.pruning import keep_only
 from monitoring.lag_exporter.sources import TP, CheckpointHealth, Position
 from monitoring.lag_exporter.status import (
+    PARTITION_STATUSES,
+    STATUS_BY_CODE,
     History,
-    Sample,
     Status,
-    evaluate_group,
     worst,
 )
 
@@ -79,14 +87,141 @@ class TopicPartitionOffsets:
     latest: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, eq=False)
+class PartitionColumns:
+    """The partition rows of a snapshot as columns, one entry per (source, group, topic[, partition]): the
+    labels as index arrays into sorted tables of names, the values as numpy arrays (int64 offsets and
+    records, float64 seconds and rates, int8 status codes). `partition` is None when folded per topic."""
+
+    sources: tuple[str, ...]
+    source: npt.NDArray[np.int32]
+    groups: tuple[str, ...]
+    group: npt.NDArray[np.int32]
+    topics: tuple[str, ...]
+    topic: npt.NDArray[np.int32]
+    partition: npt.NDArray[np.int64] | None
+    committed: npt.NDArray[np.int64]
+    earliest: npt.NDArray[np.int64]
+    latest: npt.NDArray[np.int64]
+    lag: npt.NDArray[np.int64]
+    lag_seconds: npt.NDArray[np.float64]
+    consumption_rate: npt.NDArray[np.float64]
+    eta_seconds: npt.NDArray[np.float64]
+    lost_records: npt.NDArray[np.int64]
+    status: npt.NDArray[np.int8]
+
+    def __len__(self) -> int:
+        return len(self.committed)
+
+    def rows(self) -> tuple[PartitionLag, ...]:
+        """One PartitionLag per row (for tests and the prometheus_client collector, not for scrapes)."""
+        sources, groups, topics = self.sources, self.groups, self.topics
+        partitions = self.partition.tolist() if self.partition is not None else [None] * len(self)
+        return tuple(
+            PartitionLag(
+                sources[s], groups[g], topics[t], p, c, e, la, lag, sec, rate, eta, lost, STATUS_BY_CODE[code]
+            )
+            for s, g, t, p, c, e, la, lag, sec, rate, eta, lost, code in zip(
+                self.source.tolist(),
+                self.group.tolist(),
+                self.topic.tolist(),
+                partitions,
+                self.committed.tolist(),
+                self.earliest.tolist(),
+                self.latest.tolist(),
+                self.lag.tolist(),
+                self.lag_seconds.tolist(),
+                self.consumption_rate.tolist(),
+                self.eta_seconds.tolist(),
+                self.lost_records.tolist(),
+                self.status.tolist(),
+                strict=True,
+            )
+        )
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[PartitionLag]) -> PartitionColumns:
+        sources, source = _factorize([row.source for row in rows])
+        groups, group = _factorize([row.group for row in rows])
+        topics, topic = _factorize([row.topic for row in rows])
+        folded = any(row.partition is None for row in rows)
+
+        def ints(values: Iterable[int]) -> npt.NDArray[np.int64]:
+            return np.fromiter(values, np.int64, len(rows))
+
+        def floats(values: Iterable[float]) -> npt.NDArray[np.float64]:
+            return np.fromiter(values, np.float64, len(rows))
+
+        return cls(
+            sources,
+            source,
+            groups,
+            group,
+            topics,
+            topic,
+            None if folded else ints(row.partition or 0 for row in rows),
+            ints(row.committed for row in rows),
+            ints(row.earliest for row in rows),
+            ints(row.latest for row in rows),
+            ints(row.lag for row in rows),
+            floats(row.lag_seconds for row in rows),
+            floats(row.consumption_rate for row in rows),
+            floats(row.eta_seconds for row in rows),
+            ints(row.lost_records for row in rows),
+            np.fromiter((row.status.code for row in rows), np.int8, len(rows)),
+        )
+
+
+def _factorize(values: Sequence[str]) -> tuple[tuple[str, ...], npt.NDArray[np.int32]]:
+    """The distinct values, sorted, and each value's index among them."""
+    names = sorted(dict.fromkeys(values))
+    index = {name: position for position, name in enumerate(names)}
+    return tuple(names), np.fromiter(map(index.__getitem__, values), np.int32, len(values))
+
+
 class Snapshot:
-    taken_at: float
-    partitions: tuple[PartitionLag, ...] = ()
-    groups: tuple[GroupLag, ...] = ()
-    offsets: tuple[TopicPartitionOffsets, ...] = ()
-    checkpoints: tuple[CheckpointHealth, ...] = ()
-    granularity: str = "partition"
+    """What one collection computed: partition rows as columns, group rows, partition offsets, checkpoints.
+
+    Built by `build_snapshot` from columns, or from PartitionLag rows (`partitions=`, for tests); the
+    `partitions` property gives the rows either way. Not changed once made (`replace` makes a new one)."""
+
+    __slots__ = ("_rows", "checkpoints", "columns", "granularity", "groups", "offsets", "taken_at")
+
+    def __init__(
+        self,
+        taken_at: float,
+        *,
+        partitions: Sequence[PartitionLag] = (),
+        groups: Sequence[GroupLag] = (),
+        offsets: Sequence[TopicPartitionOffsets] = (),
+        checkpoints: Sequence[CheckpointHealth] = (),
+        granularity: str = "partition",
+        columns: PartitionColumns | None = None,
+    ) -> None:
+        self.taken_at = taken_at
+        self.columns = columns if columns is not None else PartitionColumns.from_rows(partitions)
+        self._rows: tuple[PartitionLag, ...] | None = tuple(partitions) if columns is None else None
+        self.groups = tuple(groups)
+        self.offsets = tuple(offsets)
+        self.checkpoints = tuple(checkpoints)
+        self.granularity = granularity
+
+    @property
+    def partitions(self) -> tuple[PartitionLag, ...]:
+        if self._rows is None:
+            self._rows = self.columns.rows()
+        return self._rows
+
+    def replace(self, *, checkpoints: Sequence[CheckpointHealth]) -> Snapshot:
+        """The same values with other checkpoints' health (a failed collection keeps serving the values)."""
+        return Snapshot(
+            self.taken_at,
+            groups=self.groups,
+            offsets=self.offsets,
+            checkpoints=checkpoints,
+            granularity=self.granularity,
+            columns=self.columns,
+        )
 
 
 class ProducedHistory:
@@ -184,6 +319,9 @@ class Inputs:
     checkpoints: Sequence[CheckpointHealth] = ()
 
 
+_UNREAD = -(2**63)  # in place of an offset that was not read (no offset is negative)
+
+
 def build_snapshot(
     inputs: Inputs,
     now: float,
@@ -191,83 +329,142 @@ def build_snapshot(
     produced: ProducedHistory,
     granularity: str = "partition",
 ) -> Snapshot:
-    """Compute every value of a snapshot; records this collection's samples into `history`."""
-    rows: list[PartitionLag] = []
-    keys = []
+    """Compute every value of a snapshot, as columns; records this collection's samples into `history`."""
     earliest_offsets, latest_offsets = inputs.earliest, inputs.latest
-    record_timestamps = inputs.record_timestamps
-    for position in inputs.positions:
-        tp = (position.topic, position.partition)
-        if tp not in latest_offsets or tp not in earliest_offsets:
-            keys.append(position.key)
-            continue
-        earliest, latest = earliest_offsets[tp], latest_offsets[tp]
-        committed = position.committed
-        lag = max(0, latest - committed)
-        key = position.key
-        keys.append(key)
-        status, rate = history.record_and_evaluate(
-            key, Sample(now, committed, lag, position.last_commit), now
-        )
-        if lag > 0:
-            timestamp = record_timestamps.get((*tp, timestamp_offset(committed, earliest)))
-            interpolate = timestamp is None or timestamp < 0  # only then are the samples looked at
-            seconds = lag_seconds(
-                committed, latest, now, timestamp, produced.points(tp) if interpolate else ()
-            )
-        else:
-            seconds = 0.0  # what lag_seconds() says for a consumer that is caught up
-        rows.append(
-            PartitionLag(
-                position.source,
-                position.group,
-                position.topic,
-                position.partition,
-                committed,
-                earliest,
-                latest,
-                lag,
-                seconds,
-                rate,
-                eta_seconds(lag, rate),
-                max(0, earliest - committed),
-                status,
-            )
-        )
-    history.retain(keys)
-    groups = _groups(rows)
+    all_positions = positions = inputs.positions
+    count = len(positions)
+    tps = list(zip(map(attrgetter("topic"), positions), map(attrgetter("partition"), positions), strict=True))
+    earliest = np.fromiter(map(earliest_offsets.get, tps, repeat(_UNREAD)), np.int64, count)
+    latest = np.fromiter(map(latest_offsets.get, tps, repeat(_UNREAD)), np.int64, count)
+    unread = (earliest == _UNREAD) | (latest == _UNREAD)
+    if unread.any():  # partitions whose offsets were not read: no row
+        read = np.flatnonzero(~unread)
+        positions = [positions[index] for index in read.tolist()]
+        tps = [tps[index] for index in read.tolist()]
+        earliest, latest, count = earliest[read], latest[read], len(read)
+    source_names = list(map(attrgetter("source"), positions))
+    group_names = list(map(attrgetter("group"), positions))
+    topic_names = [topic for topic, _ in tps]
+    partition_numbers = [partition for _, partition in tps]
+    committed = np.fromiter(map(attrgetter("committed"), positions), np.int64, count)
+    last_commit = np.array(list(map(attrgetter("last_commit"), positions)), np.float64)  # None: NaN
+    lag = np.maximum(0, latest - committed)
+    keys = list(zip(source_names, group_names, topic_names, partition_numbers, strict=True))  # Position.key
+    codes, rates = history.record(keys, committed, lag, last_commit, now)
+    history.retain(set(keys) if count == len(all_positions) else {p.key for p in all_positions})
+    seconds = _lag_seconds(
+        inputs, now, produced, tps=tps, committed=committed, earliest=earliest, latest=latest, lag=lag
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eta = np.where(lag <= 0, 0.0, np.where(rates <= 0, math.inf, lag / rates))
+    sources, source = _factorize(source_names)
+    groups, group = _factorize(group_names)
+    topics, topic = _factorize(topic_names)
+    columns = PartitionColumns(
+        sources,
+        source,
+        groups,
+        group,
+        topics,
+        topic,
+        np.array(partition_numbers, np.int64),
+        committed,
+        earliest,
+        latest,
+        lag,
+        seconds,
+        rates,
+        eta,
+        np.maximum(0, earliest - committed),
+        codes,
+    )
+    group_rows = _group_rows(columns)
     offsets = [
         TopicPartitionOffsets(topic, partition, inputs.earliest[(topic, partition)], latest)
         for (topic, partition), latest in sorted(inputs.latest.items())
         if (topic, partition) in inputs.earliest
     ]
     if granularity == "topic":
-        rows = fold_by_topic(rows)
+        columns = PartitionColumns.from_rows(fold_by_topic(columns.rows()))
         offsets = _fold_offsets(offsets)
     return Snapshot(
         taken_at=now,
-        partitions=tuple(rows),
-        groups=tuple(groups),
-        offsets=tuple(offsets),
-        checkpoints=tuple(inputs.checkpoints),
+        groups=group_rows,
+        offsets=offsets,
+        checkpoints=inputs.checkpoints,
         granularity=granularity,
+        columns=columns,
     )
 
 
-def _groups(rows: Sequence[PartitionLag]) -> list[GroupLag]:
-    by_group: dict[tuple[str, str], list[PartitionLag]] = {}
-    for row in rows:
-        by_group.setdefault((row.source, row.group), []).append(row)
+def _lag_seconds(
+    inputs: Inputs,
+    now: float,
+    produced: ProducedHistory,
+    *,
+    tps: Sequence[TP],
+    committed: npt.NDArray[np.int64],
+    earliest: npt.NDArray[np.int64],
+    latest: npt.NDArray[np.int64],
+    lag: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """lag_seconds() of every row: 0 where caught up, from the record timestamp where one was read (with the
+    same arithmetic, on the column), interpolated from the sampled latest offsets otherwise."""
+    seconds = np.zeros(len(tps), np.float64)
+    lagging = np.flatnonzero(lag > 0)
+    if not len(lagging):
+        return seconds
+    record_timestamps = inputs.record_timestamps
+    offsets = np.maximum(committed[lagging], earliest[lagging]).tolist()  # timestamp_offset()
+    lagging_tps = list(map(tps.__getitem__, lagging.tolist()))
+    stamps = [
+        record_timestamps.get((topic, partition, offset))
+        for (topic, partition), offset in zip(lagging_tps, offsets, strict=True)
+    ]
+    known = np.fromiter((stamp is not None and stamp >= 0 for stamp in stamps), bool, len(stamps))
+    values = np.fromiter((stamp if stamp is not None else -1 for stamp in stamps), np.int64, len(stamps))
+    seconds[lagging[known]] = np.maximum(0.0, now - values[known] / 1000.0)
+    for row in lagging[~known].tolist():
+        seconds[row] = lag_seconds(
+            int(committed[row]), int(latest[row]), now, None, produced.points(tps[row])
+        )
+    return seconds
+
+
+_SEVERITY = np.zeros(max(STATUS_BY_CODE) + 1, np.int8)  # per partition status code: 1 OK, 2 WARN, 3 ERR
+_SEVERITY[[status.code for status in PARTITION_STATUSES]] = [
+    3 if status in (Status.STOP, Status.STALL, Status.REWIND) else 2 if status is Status.WARN else 1
+    for status in PARTITION_STATUSES
+]
+_GROUP_BY_SEVERITY = {1: Status.OK, 2: Status.WARN, 3: Status.ERR}  # evaluate_group()
+
+
+def _group_rows(columns: PartitionColumns) -> list[GroupLag]:
+    """Per (source, group), sorted: summed and highest lag, highest lag seconds, Burrow's group status."""
+    if not len(columns):
+        return []
+    pair = columns.source.astype(np.int64) * max(1, len(columns.groups)) + columns.group
+    pairs, which = np.unique(pair, return_inverse=True)
+    order = np.argsort(which, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(which[order]) != 0])
+    lag = columns.lag[order]
+    sums = np.add.reduceat(lag, starts).tolist()
+    highest = np.maximum.reduceat(lag, starts).tolist()
+    highest_seconds = np.maximum.reduceat(columns.lag_seconds[order], starts).tolist()
+    severity = np.maximum.reduceat(_SEVERITY[columns.status[order]], starts).tolist()
+    width = max(1, len(columns.groups))
     return [
         GroupLag(
-            source=source,
-            group=group,
-            lag=sum(row.lag for row in members),
-            max_lag=max(row.lag for row in members),
-            max_lag_seconds=max(row.lag_seconds for row in members),
-            status=evaluate_group(row.status for row in members),
+            columns.sources[key // width],
+            columns.groups[key % width],
+            total,
+            most,
+            most_seconds,
+            _GROUP_BY_SEVERITY[level],
         )
-        for (source, group), members in sorted(by_group.items())
+        for key, total, most, most_seconds, level in zip(
+            pairs.tolist(), sums, highest, highest_seconds, severity, strict=True
+        )
     ]
 
 

@@ -41,6 +41,9 @@ from array import array
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from contracts.metrics import STATUS_CODES
 from monitoring.lag_exporter.pruning import keep_only
 
@@ -147,8 +150,10 @@ def consumption_rate(samples: Sequence[Sample], now: float, window: float) -> fl
     return max(0.0, (last.committed - first.committed) / elapsed)
 
 
-class History:
-    """The samples of every (source, group, topic, partition), pruned to the window plus its anchor.
+class ScalarHistory:
+    """The samples of some (source, group, topic, partition), pruned to the window plus its anchor, one
+    partition at a time: the reference `History` is checked against, and where `History` keeps a partition
+    that missed a collection.
 
     Per partition: its sample times as a tuple shared with every other partition sampled at the same times
     (the refresh loop samples all of them at once, so at 150,000 partitions there are one or two such tuples,
@@ -210,7 +215,34 @@ class History:
 
     def retain(self, keys: Iterable[Hashable]) -> None:
         """Forget partitions that are no longer reported (deleted groups or topics)."""
-        keep_only(self._tracks, set(keys))
+        keep_only(self._tracks, keys if isinstance(keys, set) else set(keys))
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._tracks
+
+    def samples(self, key: Hashable) -> list[Sample]:
+        """The samples kept for `key` (the latest with its commit time), without recording one."""
+        track = self._tracks.get(key)
+        if track is None:
+            return []
+        values, last = track.values, len(track.times) - 1
+        commit = None if math.isnan(track.last_commit) else track.last_commit
+        return [
+            Sample(at, values[2 * index], values[2 * index + 1], commit if index == last else None)
+            for index, at in enumerate(track.times)
+        ]
+
+    def adopt(
+        self,
+        key: Hashable,
+        times: tuple[float, ...],
+        committed: Sequence[int],
+        lags: Sequence[int],
+        last_commit: float | None,
+    ) -> None:
+        """Take over a partition's samples (oldest first) kept elsewhere."""
+        values = array("q", itertools.chain.from_iterable(zip(committed, lags, strict=True)))
+        self._tracks[key] = _Track(times, _NO_COMMIT if last_commit is None else last_commit, values)
 
     def clear(self) -> None:
         self._tracks.clear()
@@ -278,3 +310,286 @@ def _evaluate_track(track: _Track, now: float, window: float) -> tuple[Status, f
             if slope > 0:
                 return Status.WARN, rate
     return Status.OK, rate
+
+
+_OK, _WARN, _STOP, _STALL, _REWIND = (status.code for status in PARTITION_STATUSES)
+STATUS_BY_CODE = {status.code: status for status in Status}
+
+
+class History:
+    """The samples of every (source, group, topic, partition), as columns: a ring of collections (one sample
+    time per collection) x partitions, committed offsets and lags as int64 (16 bytes a sample), and per
+    partition the first collection it keeps (the window's anchor or its first sample) and its latest commit
+    time. `record` appends one collection for many partitions and applies the rules above to all of them at
+    once, with numpy: the same rules, arithmetic and order as `evaluate_partition` and `consumption_rate` on
+    the partition's samples (sums of floats are added one sample after the other, as Python's `sum` does).
+
+    A partition keeps a sample of every collection from its first on. One that misses a collection (its
+    offsets could not be read) moves to a `ScalarHistory` and is evaluated there from then on (rare; exact).
+    """
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self._rows: dict[Hashable, int] = {}  # key -> column
+        self._keys: list[Hashable | None] = []  # column -> key (None: free)
+        self._free: list[int] = []
+        self._times: list[float] = []  # per kept collection, oldest first
+        self._head = 0  # ring slot of the oldest kept collection
+        self._committed = np.zeros((0, 0), np.int64)  # (ring slots, columns)
+        self._lag = np.zeros((0, 0), np.int64)
+        self._first = np.zeros(0, np.int64)  # per column: index in _times of its first kept sample
+        self._last_commit = np.zeros(0, np.float64)  # per column; NaN for none
+        self._used = np.zeros(0, bool)  # per column: whether it holds a partition
+        self._scalar = ScalarHistory(window)
+
+    # -- storage -------------------------------------------------------------------------------------------
+
+    def _slot(self, index: int) -> int:
+        return (self._head + index) % self._committed.shape[0]
+
+    def _reserve(self, slots: int, columns: int) -> None:
+        capacity, width = self._committed.shape
+        if slots <= capacity and columns <= width:
+            return
+        new_capacity = slots + 4 if slots > capacity else capacity  # a window of collections, and a few more
+        new_width = max(width, columns + columns // 8) if columns > width else width
+        order = [self._slot(index) for index in range(len(self._times))] if capacity else []
+        for name in ("_committed", "_lag"):
+            old = getattr(self, name)
+            new = np.zeros((new_capacity, new_width), np.int64)
+            if order:
+                new[: len(order), :width] = old[order]
+            setattr(self, name, new)
+        self._head = 0
+        if new_width > width:
+            self._first = np.concatenate([self._first, np.zeros(new_width - width, np.int64)])
+            self._last_commit = np.concatenate([self._last_commit, np.full(new_width - width, math.nan)])
+            self._used = np.concatenate([self._used, np.zeros(new_width - width, bool)])
+            self._free.extend(range(new_width - 1, width - 1, -1))
+            self._keys.extend([None] * (new_width - width))
+
+    def _to_scalar(self, columns: list[int]) -> None:
+        """Move these columns' samples to the scalar history (they missed a collection)."""
+        for column in columns:
+            key = self._keys[column]
+            first = int(self._first[column])
+            slots = [self._slot(index) for index in range(first, len(self._times))]
+            commit = float(self._last_commit[column])
+            self._scalar.adopt(
+                key,
+                tuple(self._times[first:]),
+                self._committed[slots, column].tolist(),
+                self._lag[slots, column].tolist(),
+                None if math.isnan(commit) else commit,
+            )
+            self._release(column)
+
+    def _release(self, column: int) -> None:
+        del self._rows[self._keys[column]]
+        self._keys[column] = None
+        self._used[column] = False
+        self._free.append(column)
+
+    # -- recording and evaluating ----------------------------------------------------------------------------
+
+    def record(
+        self,
+        keys: Sequence[Hashable],
+        committed: npt.NDArray[np.int64],
+        lag: npt.NDArray[np.int64],
+        last_commit: npt.NDArray[np.float64],
+        now: float,
+    ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float64]]:
+        """Append a sample taken at `now` for each of `keys` (distinct); each one's status code and
+        consumption rate, in the order of `keys`."""
+        count = len(keys)
+        codes = np.full(count, _OK, np.int8)
+        rates = np.zeros(count, np.float64)
+        rows, scalar, new = self._rows, self._scalar, []
+        columns = np.full(count, -1, np.int64)
+        in_scalar = []
+        for index, key in enumerate(keys):
+            column = rows.get(key)
+            if column is not None:
+                columns[index] = column
+            elif key in scalar:
+                in_scalar.append(index)
+            else:
+                new.append(index)
+        sampled = columns[columns >= 0]
+        if len(sampled) < len(rows):  # kept partitions this collection has no sample for
+            mask = np.zeros(len(self._keys), bool)
+            mask[sampled] = True
+            self._to_scalar([rows[key] for key in list(rows) if not mask[rows[key]]])
+        slots = len(self._times) + 1
+        self._reserve(slots, len(rows) + len(new))
+        last = len(self._times)
+        for index in new:
+            column = self._free.pop()
+            rows[keys[index]] = column
+            self._keys[column] = keys[index]
+            self._used[column] = True
+            columns[index] = column
+            self._first[column] = last
+        self._times.append(now)
+        column_mask = columns >= 0
+        where = columns[column_mask]
+        if len(self._times) > self._committed.shape[0]:
+            self._reserve(len(self._times), 0)
+        slot = self._slot(last)
+        self._committed[slot, where] = committed[column_mask]
+        self._lag[slot, where] = lag[column_mask]
+        self._last_commit[where] = last_commit[column_mask]
+        self._prune(now)
+        if len(where):
+            codes[column_mask], rates[column_mask] = self._evaluate(where, now)
+        for index in in_scalar:
+            commit = float(last_commit[index])
+            status, rate = scalar.record_and_evaluate(
+                keys[index],
+                Sample(now, int(committed[index]), int(lag[index]), None if math.isnan(commit) else commit),
+                now,
+            )
+            codes[index], rates[index] = status.code, rate
+        return codes, rates
+
+    def _prune(self, now: float) -> None:
+        """Drop each partition's samples before its window's anchor, then the collections no one keeps."""
+        times, start = self._times, now - self.window
+        last = len(times) - 1
+        # per collection: the first collection at or after it whose time is after the window's start
+        next_late = np.empty(len(times), np.int64)
+        following = len(times)
+        for index in range(last, -1, -1):
+            if times[index] > start:
+                following = index
+            next_late[index] = following
+        used = self._used
+        first = self._first
+        # ScalarHistory's pruning: drop the first sample while the next one is at or before the start (and
+        # is not the last): the new first is the end of the run of such samples from the second kept on
+        late = next_late[np.minimum(first + 1, last)]
+        first[:] = np.where(used & (first < last), np.minimum(late - 1, last), first)
+        keep_from = int(first[used].min()) if used.any() else last
+        if keep_from > 0:
+            del times[:keep_from]
+            self._head = self._slot(keep_from)
+            first[used] -= keep_from
+            first[~used] = 0
+
+    def _evaluate(
+        self, columns: npt.NDArray[np.int64], now: float
+    ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float64]]:
+        times, start, window = self._times, now - self.window, self.window
+        last = len(times) - 1
+        first = self._first[columns]
+        slot_of = np.array([self._slot(index) for index in range(last + 1)], np.int64)
+        count = len(columns)
+        if np.array_equal(columns, np.arange(count)):  # the usual order: views, no copies
+            committed, lags = self._committed[:, :count], self._lag[:, :count]
+        else:
+            committed, lags = self._committed[:, columns], self._lag[:, columns]
+        positions = np.arange(count)
+        first_slot = slot_of[first]
+        committed_first, lag_first = committed[first_slot, positions], lags[first_slot, positions]
+        last_slot = slot_of[last]
+        committed_last, lag_last = committed[last_slot], lags[last_slot]
+        considered = last - first + 1
+        times_array = np.array(times, np.float64)
+        elapsed = times_array[last] - times_array[first]
+        moving = (considered >= 2) & (elapsed > 0)
+        rates = np.zeros(count, np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rates[moving] = np.maximum(0.0, (committed_last - committed_first)[moving] / elapsed[moving])
+        zero = lag_last == 0
+        rewind = np.zeros(count, bool)
+        constant = np.ones(count, bool)
+        previous = None
+        for index in range(last + 1):
+            slot = slot_of[index]
+            inside = first <= index
+            lag_now, committed_now = lags[slot], committed[slot]
+            zero |= inside & (lag_now == 0)
+            constant &= ~inside | (committed_now == committed_first)
+            if previous is not None:
+                rewind |= (first <= index - 1) & (committed_now < previous)
+            previous = committed_now
+        complete = times_array[first] <= start
+        codes = np.full(count, _OK, np.int8)
+        open_ = ~zero & ~rewind
+        codes[~zero & rewind] = _REWIND
+        judged = open_ & complete & (considered >= 2)
+        last_commit = self._last_commit[columns]
+        stalled = judged & constant
+        codes[stalled] = np.where(last_commit[stalled] > now - window, _STALL, _STOP)
+        candidates = np.flatnonzero(judged & ~constant & (lag_last > lag_first))
+        if len(candidates):
+            codes[candidates[self._growing(candidates, first, slot_of, lags, times_array)]] = _WARN
+        return codes, rates
+
+    def _growing(
+        self,
+        candidates: npt.NDArray[np.int64],
+        first_all: npt.NDArray[np.int64],
+        slot_of: npt.NDArray[np.int64],
+        lags_all: npt.NDArray[np.int64],
+        times: npt.NDArray[np.float64],
+    ) -> npt.NDArray[np.bool_]:
+        """Whether the least-squares slope of lag over time is positive, for the candidate columns: the
+        arithmetic of `_slope`, each sum taken one sample after the other."""
+        first = first_all[candidates]
+        last = len(times) - 1
+        lags = lags_all[:, candidates]
+        considered = (last - first + 1).astype(np.float64)
+        sum_t = np.zeros(len(candidates))
+        sum_lag = np.zeros(len(candidates), np.int64)
+        for index in range(last + 1):
+            inside = first <= index
+            sum_t = np.where(inside, sum_t + times[index], sum_t)
+            sum_lag = np.where(inside, sum_lag + lags[slot_of[index]], sum_lag)
+        mean_t = sum_t / considered
+        mean_lag = sum_lag / (last - first + 1)
+        variance = np.zeros(len(candidates))
+        covariance = np.zeros(len(candidates))
+        for index in range(last + 1):
+            inside = first <= index
+            deviation = times[index] - mean_t
+            variance = np.where(inside, variance + deviation**2, variance)
+            covariance = np.where(
+                inside, covariance + deviation * (lags[slot_of[index]] - mean_lag), covariance
+            )
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slope = covariance / variance
+        growing: npt.NDArray[np.bool_] = (variance != 0) & (slope > 0)
+        return growing
+
+    def retain(self, keys: Iterable[Hashable]) -> None:
+        """Forget partitions that are no longer reported (deleted groups or topics)."""
+        keep = keys if isinstance(keys, set) else set(keys)
+        for key in self._rows.keys() - keep:
+            self._release(self._rows[key])
+        self._scalar.retain(keep)
+
+    def samples(self, key: Hashable) -> list[Sample]:
+        """The samples kept for `key`, oldest first (the latest with its commit time): for tests."""
+        column = self._rows.get(key)
+        if column is None:
+            return self._scalar.samples(key)
+        first = int(self._first[column])
+        commit = float(self._last_commit[column])
+        last = len(self._times) - 1
+        return [
+            Sample(
+                self._times[index],
+                int(self._committed[self._slot(index), column]),
+                int(self._lag[self._slot(index), column]),
+                None if index < last or math.isnan(commit) else commit,
+            )
+            for index in range(first, last + 1)
+        ]
+
+    def clear(self) -> None:
+        self.__init__(self.window)  # type: ignore[misc]
+
+    def __len__(self) -> int:
+        return len(self._rows) + len(self._scalar)

@@ -11,6 +11,7 @@ import struct
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import numpy as np
 import pytest
 from kafka.record import MemoryRecords, MemoryRecordsBuilder
 from prometheus_client import CollectorRegistry, Gauge
@@ -38,8 +39,10 @@ from monitoring.lag_exporter.snapshot import (
 from monitoring.lag_exporter.sources import CheckpointHealth
 from monitoring.lag_exporter.status import (
     PARTITION_STATUSES,
+    STATUS_BY_CODE,
     History,
     Sample,
+    ScalarHistory,
     Status,
     consumption_rate,
     evaluate_partition,
@@ -76,6 +79,30 @@ def _snapshot(granularity: str = "partition") -> Snapshot:
             _row('we"ird\\group\nid', partition(0), 7, Status.STOP),
             _row("g", partition(1), 0, Status.OK, source="shadow", lost_records=3),
             _row("g", partition(2), 2_000_000, Status.WARN, topic='t"2'),
+            # values the columns format apart: 10**6 and above, infinite, NaN, negative zero, subnormal
+            _row(
+                "h",
+                partition(3),
+                1,
+                Status.STALL,
+                topic="t3",
+                committed=2**63 - 1,
+                lost_records=10**7,
+                lag_seconds=1_234_567.25,
+                consumption_rate=1e21,
+                eta_seconds=math.nan,
+            ),
+            _row(
+                "h",
+                partition(4),
+                999_999,
+                Status.REWIND,
+                topic="t4",
+                lag_seconds=5e-324,
+                consumption_rate=999_999.9999,
+                eta_seconds=-0.0,
+                lost_records=999_999,
+            ),
         ),
         groups=(
             GroupLag("group", 'we"ird\\group\nid', 7, 7, 1.0, Status.ERR),
@@ -313,7 +340,7 @@ def test_statuses_and_rates_from_the_columns_equal_the_rules_on_samples() -> Non
     seen: set[Status] = set()
     for case in range(400):
         window = generator.choice([3.0, 10.0, 30.0])
-        by_samples, by_columns = History(window), History(window)
+        by_samples, by_columns = ScalarHistory(window), ScalarHistory(window)
         at = 1_000.0
         committed = generator.randrange(0, 10**12)
         for _ in range(generator.randrange(1, 40)):
@@ -335,7 +362,7 @@ def test_partitions_sampled_at_the_same_times_share_them_and_keep_their_own_valu
     status, rate and samples are what a history holding only that partition gives, also for a partition
     that joins later (shorter history) and one that is sampled at other times."""
     window = 30.0
-    shared, alone = History(window), {key: History(window) for key in ("a", "b", "late", "odd")}
+    shared, alone = ScalarHistory(window), {key: ScalarHistory(window) for key in ("a", "b", "late", "odd")}
     for step in range(12):
         now = 1_000.0 + 10 * step
         samples = {"a": Sample(now, 100 + step, 5, None), "b": Sample(now, 7, 3 + step, now - 1.0)}
@@ -353,6 +380,77 @@ def test_partitions_sampled_at_the_same_times_share_them_and_keep_their_own_valu
     assert len(shared) == 4
     shared.retain(["a"])
     assert len(shared) == 1
+
+
+def test_statuses_and_rates_of_all_partitions_at_once_equal_the_rules_on_each_partitions_samples() -> None:
+    """The column history (numpy, all partitions per collection) against evaluate_partition() and
+    consumption_rate() on each partition's samples as ScalarHistory keeps them, on random histories: equal
+    and repeated times, the clock going back, commits going back, lags of 0, huge offsets and lags, windows
+    that fit 1 to 40 collections, partitions that join late, miss collections (then kept apart), are
+    dropped and come back. Every status is reached, at every partition count the loop could see."""
+    generator = random.Random(17)
+    seen: set[Status] = set()
+    for case in range(150):
+        window = generator.choice([3.0, 10.0, 30.0, 300.0])
+        miss = generator.choice([0.0, 0.0, 0.0, 0.03, 0.2])
+        columns, reference = History(window), ScalarHistory(window)
+        partitions = generator.randrange(1, 12)
+        committed = [generator.choice([0, generator.randrange(0, 10**15)]) for _ in range(partitions)]
+        at = 1_700_000_000.0
+        for step in range(generator.randrange(1, 45)):
+            at += generator.choice([0.0, 0.5, 1.0, 1.0, 2.5, 10.0, 10.0, 10.0, 400.0, -1.0])
+            keys, offsets, lags, commits = [], [], [], []
+            for partition in range(partitions):
+                if (partition > 0 and step < partition) or generator.random() < miss:
+                    continue  # joins late, or missed this collection
+                committed[partition] += generator.choice([0, 0, 0, 1, 5, 100, -3])
+                keys.append(("group", "g", "t", partition))
+                offsets.append(committed[partition])
+                lags.append(generator.choice([0, 1, 5, 5, 40, 10**12, generator.randrange(0, 10**9)]))
+                commits.append(generator.choice([math.nan, at - 1.0, at - 2 * window, at, at - window]))
+            codes, rates = columns.record(
+                keys, np.array(offsets, np.int64), np.array(lags, np.int64), np.array(commits), at
+            )
+            for index, key in enumerate(keys):
+                commit = None if math.isnan(commits[index]) else commits[index]
+                samples = reference.record(key, Sample(at, offsets[index], lags[index], commit))
+                expected = (evaluate_partition(samples, at, window), consumption_rate(samples, at, window))
+                got = (STATUS_BY_CODE[int(codes[index])], float(rates[index]))
+                assert got == expected, (case, step, key, samples)
+                assert columns.samples(key) == samples, (case, step, key)
+                seen.add(expected[0])
+            if generator.random() < 0.05:  # a partition is no longer reported: forgotten, then new again
+                gone = ("group", "g", "t", generator.randrange(partitions))
+                keep = {("group", "g", "t", p) for p in range(partitions)} - {gone}
+                columns.retain(keep)
+                reference.retain(keep)
+                assert columns.samples(gone) == []
+            assert len(columns) == len(reference)
+    assert seen == set(PARTITION_STATUSES)  # every rule was reached
+
+
+def test_column_history_keeps_collections_only_while_a_partition_needs_them() -> None:
+    """One sample time per collection, shared by all partitions; collections older than every partition's
+    anchor are dropped; a partition that misses a collection keeps its samples (apart) and its status."""
+    history = History(30.0)
+    keys = [("group", "g", "t", p) for p in range(3)]
+    for step in range(12):
+        now = 1_000.0 + 10 * step
+        sampled = keys if step != 9 else keys[:2]  # partition 2 misses one collection
+        codes, rates = history.record(
+            sampled,
+            np.array([100 + step, 7, 50][: len(sampled)]),
+            np.array([5, 3 + step, 9][: len(sampled)]),
+            np.array([math.nan, now - 1.0, math.nan][: len(sampled)]),
+            now,
+        )
+    assert history._times == [1_080.0, 1_090.0, 1_100.0, 1_110.0]  # 1,080 is the window's anchor
+    assert [STATUS_BY_CODE[int(code)] for code in codes] == [Status.OK, Status.STALL, Status.STOP]
+    assert rates.tolist() == [0.1, 0.0, 0.0]
+    assert [sample.at for sample in history.samples(keys[2])] == [1_080.0, 1_100.0, 1_110.0]
+    assert len(history) == 3
+    history.retain(keys[:1])
+    assert len(history) == 1 and history.samples(keys[2]) == []
 
 
 def test_produced_history_keeps_a_bounded_number_of_points() -> None:

@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
@@ -35,7 +36,14 @@ from monitoring.lag_exporter.sources import (
     Position,
     parse_offsets_file,
 )
-from monitoring.lag_exporter.status import History, Sample, Status, evaluate_group, evaluate_partition
+from monitoring.lag_exporter.status import (
+    History,
+    Sample,
+    ScalarHistory,
+    Status,
+    evaluate_group,
+    evaluate_partition,
+)
 from tests.monitoring.checkpoints import write_query_checkpoint
 
 TP = tuple[str, int]
@@ -100,12 +108,16 @@ def test_group_status_is_err_for_stop_stall_rewind_and_warn_for_warn() -> None:
 
 
 def test_history_keeps_the_window_and_one_anchor_before_it() -> None:
-    history = History(window=WINDOW)
+    reference, history = ScalarHistory(window=WINDOW), History(window=WINDOW)
     for at in range(0, 30, 2):
-        kept = history.record("key", Sample(float(at), at, 1))
+        kept = reference.record("key", Sample(float(at), at, 1))
+        history.record(["key"], np.array([at]), np.array([1]), np.array([math.nan]), float(at))
     assert [sample.at for sample in kept] == [18.0, 20.0, 22.0, 24.0, 26.0, 28.0]  # 18 = 28 - 10: anchor
-    history.retain([])
-    assert len(history) == 0
+    assert history.samples("key") == kept
+    assert history._times == [18.0, 20.0, 22.0, 24.0, 26.0, 28.0]  # older collections are dropped
+    for kept_history in (reference, history):
+        kept_history.retain([])
+        assert len(kept_history) == 0
 
 
 # -- lag arithmetic -------------------------------------------------------------------------------------
@@ -140,6 +152,34 @@ def test_eta_is_zero_when_caught_up_and_infinite_when_not_consuming() -> None:
     assert eta_seconds(0, 0.0) == 0.0
     assert eta_seconds(100, 0.0) == math.inf
     assert eta_seconds(100, 20.0) == pytest.approx(5.0)
+
+
+def test_a_partition_whose_offsets_were_not_read_keeps_its_history_and_comes_back() -> None:
+    """No row while its offsets are missing; its samples are kept, and when it comes back its status is
+    the rules' on them (STOP: the offset did not move for the window), as the other partition's."""
+    history, produced = History(WINDOW), ProducedHistory()
+    positions = [Position("group", "g", "t", partition, 5) for partition in (0, 1)]
+    reference = ScalarHistory(WINDOW)
+    for step in range(8):
+        now = 1_000.0 + 4 * step
+        latest = {("t", 0): 50, ("t", 1): 50} if step not in (2, 3) else {("t", 0): 50}
+        inputs = Inputs(positions, earliest={("t", 0): 0, ("t", 1): 0}, latest=latest)
+        snapshot = build_snapshot(inputs, now, history, produced)
+        rows = {row.partition: row for row in snapshot.partitions}
+        assert set(rows) == set(range(len(latest)))
+        if 1 in rows:
+            samples = reference.record(("group", "g", "t", 1), Sample(now, 5, 45, None))
+            assert rows[1].status is evaluate_partition(samples, now, WINDOW)
+        assert len(history) == 2
+    assert rows[0].status is rows[1].status is Status.STOP
+    assert [sample.at for sample in history.samples(("group", "g", "t", 1))] == [
+        1_016.0,
+        1_020.0,
+        1_024.0,
+        1_028.0,
+    ]
+    build_snapshot(Inputs(positions[:1], {("t", 0): 0}, {("t", 0): 50}), 1_032.0, history, produced)
+    assert len(history) == 1  # no longer reported: forgotten
 
 
 def test_snapshot_clamps_lag_flags_data_loss_and_folds_topics() -> None:

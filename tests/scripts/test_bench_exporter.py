@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import re
 from collections import Counter
 from typing import Any
@@ -136,3 +137,20 @@ def test_a_peer_that_stops_answering_is_reported_as_such() -> None:
     assert (
         peer_latency({**late, "p50_ms": 95_000.0, "p99_ms": 95_000.0}) == "95,000 / 95,000 ms (1, then none)"
     )
+
+
+def test_offline_measure_builds_the_layout_and_times_each_collection(tmp_path: Any) -> None:
+    """scripts/bench_exporter/offline.py at a small size: every series of the layout is in the snapshot
+    and its rendering, each collection is timed, the raw results are written."""
+    from scripts.bench_exporter.offline import main as offline  # noqa: PLC0415
+
+    output = tmp_path / "offline.json"
+    assert offline(["--sizes", "100x10", "--collections", "2", "--output", str(output)]) == 0
+    (result,) = json.loads(output.read_text())["results"]
+    assert (result["partitions"], result["groups"], result["series"]) == (100, 10, 300)
+    assert len(result["rounds"]) == 2
+    for collection in result["rounds"]:
+        assert collection["snapshot_s"] >= 0 and collection["render_and_compress_s"] > 0
+        assert collection["peak_rss_mb"] >= collection["rss_mb"] > 0
+    # 300 series x 9 partition families (status: 5 lines each) + 10 groups + 100 offsets, as text
+    assert result["text_chars"] > 300 * 13 * 60
