@@ -45,7 +45,7 @@ test: setup-all lint ## lint, then the whole test suite on real Kafka, Spark, Pr
 dashboards: $(STAMP) ## regenerate the Grafana dashboards (monitoring/dashboards/generated/*.json) from code
 	$(BIN)/python -m monitoring.dashboards.build
 
-bench-jobs: setup ## the window job beside Spark's ceiling, textbook PySpark, Quix Streams and a plain consumer (BENCH_ARGS=flags)
+bench-jobs: setup ## the window job beside Spark's ceiling, textbook PySpark, Quix Streams and a plain consumer; PyFlink with BENCH_ARGS=--engines=...,flink
 	$(BIN)/python -m scripts.bench_windows $(BENCH_ARGS)
 
 bench-local: setup ## the local stack at its defaults, ~11 min: utilization, lag, alerts vs goals (BENCH_ARGS=flags)

@@ -8,7 +8,9 @@ and measures, on it:
   4. a plain confluent-kafka + orjson consumer computing the same counts in one Python process;
   5. Quix Streams (group_by url, 10 s tumbling window, count, final), on a copy of the topic to which
      closing markers are appended once it has counted every view (see records.py and peers.quix);
-  6. end-to-end latency p50/p99 of our job (event produced -> its window's count written) while events
+  6. PyFlink 2.2.1 (only with --engines ...,flink: see flink.py), a Python map applying `classify`, Flink
+     SQL's 10 s tumbling count, in a venv of its own;
+  7. end-to-end latency p50/p99 of our job (event produced -> its window's count written) while events
      arrive at half the job's sustained rate, with a 1 s trigger.
 Every engine runs in rounds, --warm-ups unmeasured and then --passes measured; each engine's best
 measured round counts. Every round's counts per (window start, url) are compared with the counts computed
@@ -31,6 +33,15 @@ Writes JSON and a markdown table to --out (default .streamstack/bench/) and the 
 versions, settings, every round) to benchmarks/windows-<date>[-<events>][-<label>].json.
 """
 
-from scripts.bench_windows.spark_side import throughput
+from typing import Any
 
 __all__ = ["throughput"]
+
+
+def __getattr__(name: str) -> Any:
+    """`throughput` on first use, so that records.py imports without pyspark (the PyFlink peer's venv)."""
+    if name == "throughput":
+        from scripts.bench_windows.spark_side import throughput  # noqa: PLC0415
+
+        return throughput
+    raise AttributeError(name)

@@ -19,7 +19,6 @@ from datetime import UTC, datetime, timedelta
 import orjson
 
 from jobs.common.config import EventLimits
-from jobs.common.schemas import PAGE_VIEW
 
 PARTITIONS = 4
 URLS = 50
@@ -44,9 +43,10 @@ _AGE_US = _LIMITS.max_event_age_seconds * 1_000_000
 _ISO_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})\Z", re.ASCII)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
-_FIELDS = tuple(field.name for field in PAGE_VIEW.fields)
-assert [f.kind for f in PAGE_VIEW.fields] == ["string", "string", "timestamp"], "classify assumes these"
-assert PAGE_VIEW.event_time_field == "event_time"
+# The page-view schema's fields (jobs.common.schemas.PAGE_VIEW: strings, then the event time), written out
+# so that this module imports without pyspark, in the PyFlink peer's venv; main.py checks them at start.
+FIELDS = (("user_id", "string"), ("url", "string"), ("event_time", "timestamp"))
+_FIELDS = tuple(name for name, _ in FIELDS)
 
 
 def classify(value: bytes | None, record_ms: int) -> tuple[str | None, int, str]:

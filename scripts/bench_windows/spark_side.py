@@ -5,6 +5,7 @@ latency run."""
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import threading
@@ -61,15 +62,27 @@ def session(
         trigger_interval="1 second",
         max_offsets_per_trigger=max_offsets_per_trigger,
         shuffle_partitions=2,
-        extra_jars=tuple(jars),
+        # STREAMSTACK_BENCH_JVM_JAR: a build of jobs/jvm to measure instead of the local one (first on the
+        # classpath wins), for A/B runs of the decoder.
+        extra_jars=(*filter(None, [os.environ.get("STREAMSTACK_BENCH_JVM_JAR")]), *jars),
         spark_conf={
             "spark.ui.enabled": "false",
             "spark.driver.memory": "2g",
             "spark.driver.host": LOOPBACK,
             "spark.driver.bindAddress": LOOPBACK,
+            **_flight_recording(),
         },
     )
     return build_session(config), config
+
+
+def _flight_recording() -> dict[str, str]:
+    """With STREAMSTACK_BENCH_JFR=<file.jfr>, the driver (local mode: every task) runs under Java Flight
+    Recorder's profiling settings; `jfr print --events jdk.ExecutionSample <file>` shows where CPU goes."""
+    path = os.environ.get("STREAMSTACK_BENCH_JFR")
+    if not path:
+        return {}
+    return {"spark.driver.extraJavaOptions": f"-XX:StartFlightRecording=filename={path},settings=profile"}
 
 
 # --- CPU of the Spark JVM ----------------------------------------------------------------------------------

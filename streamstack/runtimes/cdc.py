@@ -20,7 +20,7 @@ from pathlib import Path
 
 from streamstack.errors import StreamstackError
 from streamstack.paths import cache_dir
-from streamstack.runtimes.fetch import _download_deb, _ensure_jars
+from streamstack.runtimes.fetch import _download_deb, ensure_jars
 from streamstack.runtimes.locate import _has_sha256, _last_line, _prometheus_override, _run
 from streamstack.runtimes.lock import (
     CONNECT_JMX_EXPORTER_SET,
@@ -107,7 +107,7 @@ def ensure_cdc(
     """PostgreSQL and the Debezium jars, after downloading and verifying whatever is missing."""
     cache = cache_dir() if cache is None else cache
     lock = load_lock() if lock is None else lock
-    _ensure_jars(cache, [a for a in lock.maven if a.jar_set in _CDC_SETS], log)
+    ensure_jars(cache, [a for a in lock.maven if a.jar_set in _CDC_SETS], log)
     postgresql = _override() or _unpacked_postgresql(cache, lock.postgresql)
     if postgresql is None:
         postgresql = _unpack_postgresql(cache, lock.postgresql, log)

@@ -55,7 +55,7 @@ def ensure(
     cache = cache_dir() if cache is None else cache
     lock = load_lock() if lock is None else lock
     java = find_java()
-    _ensure_jars(cache, lock.maven, log)
+    ensure_jars(cache, lock.maven, log)
     prometheus = _prometheus_override()
     if prometheus is None:
         prometheus = _ensure_unpacked_prometheus(cache, lock.prometheus, log)
@@ -67,7 +67,8 @@ def ensure(
     return _runtimes(java, cache, lock, prometheus, alertmanager)
 
 
-def _ensure_jars(cache: Path, artifacts: Sequence[MavenArtifact], log: Callable[[str], None]) -> None:
+def ensure_jars(cache: Path, artifacts: Sequence[MavenArtifact], log: Callable[[str], None]) -> None:
+    """Download into the cache every artifact whose jar is missing or does not match its sha256."""
     stale = []
     for artifact in artifacts:
         path = jar_path(cache, artifact)

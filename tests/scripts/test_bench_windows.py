@@ -4,6 +4,10 @@ own decoder and the counts known from how the topic was made."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import time
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
@@ -11,18 +15,24 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from scripts.bench_windows import peers, throughput
+from jobs.common.schemas import PAGE_VIEW
+from scripts.bench_windows import flink, peers, throughput
+from scripts.bench_windows.flink_sql import epoch_ms_of, interval
 from scripts.bench_windows.main import check_classification
 from scripts.bench_windows.records import (
+    FIELDS,
     PARTITIONS,
+    QUIX_GRACE_MS,
     classification_samples,
     closing_markers,
     data_windows,
     expected,
     topic_records,
 )
-from scripts.bench_windows.spark_side import load_producer, produce
+from scripts.bench_windows.spark_side import load_producer, produce, tree_cpu_seconds
 from streamstack.local.kafka import LocalKafka, TopicSpec
+from streamstack.paths import REPO_ROOT
+from streamstack.runtimes import Runtimes
 
 
 def progress(start: str, rows: int, trigger_ms: int) -> dict[str, Any]:
@@ -98,3 +108,115 @@ def test_python_peers_classify_and_count_like_the_job(
         assert run.seconds > 0 and run.cpu_seconds >= 0, name
     assert plain.counts == want
     assert data_windows(quix.counts, marker_ms) == want
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_pyflink_peer_counts_like_the_others(runtimes: Runtimes, kafka: LocalKafka, topic_name: str) -> None:
+    """The PyFlink job in its own venv (built on first use: about 80 s with pip's cache empty) on a real
+    topic with dead letters of every kind the benchmark makes: its counts and dead letters equal the ones
+    known from how the topic was made."""
+    events = 2_000
+    now = datetime.now(UTC)
+    want, want_dead_letters = expected(events, now)
+    kafka.create_topics([TopicSpec(topic_name, partitions=PARTITIONS)])
+    producer = load_producer(kafka.bootstrap_servers)
+    for partition, value, _, _ in topic_records(events, now):
+        produce(producer, topic_name, value, partition)
+    assert producer.flush(30) == 0
+
+    (run,) = flink.rounds(
+        kafka.bootstrap_servers,
+        topic_name,
+        count=1,
+        grace_ms=QUIX_GRACE_MS,
+        java_home=runtimes.java.parent.parent,
+        log=print,
+    )
+
+    assert run.records == events
+    assert len(want_dead_letters) == 5 and run.dead_letters == want_dead_letters
+    assert run.counts == want
+    assert run.seconds > 0 and run.cpu_seconds > 0
+
+
+# --- the PyFlink peer: its pure parts (its program runs in a venv of its own; see README) -------------------
+
+
+def test_flink_sql_intervals_carry_days_hours_minutes_and_millis() -> None:
+    assert interval(10_000) == "INTERVAL '0 00:00:10.000' DAY TO SECOND(3)"
+    assert interval(QUIX_GRACE_MS) == "INTERVAL '0 00:30:00.000' DAY TO SECOND(3)"
+    assert interval(90_061_001) == "INTERVAL '1 01:01:01.001' DAY TO SECOND(3)"
+    with pytest.raises(ValueError, match="negative"):
+        interval(-1)
+
+
+def test_flink_window_starts_are_read_as_utc() -> None:
+    assert epoch_ms_of("2026-11-26 09:00:10") == int(
+        datetime(2026, 11, 26, 9, 0, 10, tzinfo=UTC).timestamp() * 1000
+    )
+    assert epoch_ms_of("1970-01-01 00:00:10.5") == 10_500
+
+
+def test_a_flink_round_becomes_a_peer_run_with_the_cpu_of_its_interval() -> None:
+    result = {
+        "first_record": 100.0,
+        "last_counted": 104.0,
+        "records": 1_000,
+        "counts": [[10_000, "/products/1", 600], [20_000, "/products/1", 390]],
+        "dead_letters": {"malformed_json": 10},
+    }
+
+    run = flink.peer_run(result, cpu_at=lambda moment: 3 * moment)
+
+    assert run.summary()["events_per_second"] == 250.0
+    assert run.summary()["busy_cores"] == 3.0
+    assert run.counts == Counter({(10_000, "/products/1"): 600, (20_000, "/products/1"): 390})
+    assert run.dead_letters == Counter({"malformed_json": 10})
+
+
+def test_flink_cpu_keeps_the_children_that_already_ended() -> None:
+    """PyFlink's Python workers end with each job, before its last count is collected: their CPU must stay
+    in the tree's, which tree_cpu_seconds (live processes only) drops."""
+    burn = "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass"
+    script = (
+        f"import subprocess, sys, time; subprocess.run([sys.executable, '-c', {burn!r}]); "
+        "print('done', flush=True); time.sleep(30)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        with flink.TreeSampler(parent.pid) as sampler:
+            assert parent.stdout is not None and parent.stdout.readline() == "done\n"
+            time.sleep(0.2)
+        assert sampler.samples[-1][1] >= 0.45
+        assert all(b[1] >= a[1] for a, b in zip(sampler.samples, sampler.samples[1:], strict=False))
+        assert tree_cpu_seconds(parent.pid) < 0.4
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_the_classifier_imports_without_pyspark() -> None:
+    """The PyFlink venv has no pyspark: records.classify (and the package) must import without it."""
+    blocked = (
+        "import sys; sys.modules['pyspark'] = None; "
+        "from scripts.bench_windows.records import classify; from scripts.bench_windows import flink_sql; "
+        "assert classify(b'{}', 0)[0] == 'missing_field'"
+    )
+    subprocess.run([sys.executable, "-c", blocked], cwd=REPO_ROOT, check=True)
+
+
+def test_the_classifier_knows_the_page_view_schema() -> None:
+    assert tuple((field.name, field.kind) for field in PAGE_VIEW.fields) == FIELDS
+    assert PAGE_VIEW.event_time_field == FIELDS[-1][0]
+
+
+def test_the_pyflink_requirements_are_pinned_with_hashes_and_share_orjson() -> None:
+    text = flink.REQUIREMENTS.read_text()
+    pins = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\\n    --hash=sha256:[0-9a-f]{64}", text, re.MULTILINE)
+    requirement_lines = [line for line in text.splitlines() if line and not line.startswith(("#", " "))]
+    assert len(pins) == len(requirement_lines) > 40
+    pinned = dict(pins)
+    assert pinned["apache-flink"] == flink.PYFLINK_VERSION
+    constraints = (REPO_ROOT / "constraints.txt").read_text()
+    assert f"orjson=={pinned['orjson']}" in constraints.splitlines()
