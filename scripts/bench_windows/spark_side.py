@@ -4,6 +4,7 @@ latency run."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -11,8 +12,8 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from jobs.common.kafka_io import read_kafka_stream
 from jobs.common.progress import parse_spark_timestamp
 from jobs.common.schemas import decode_page_views
 from jobs.common.session import build_session
-from scripts.bench_windows.records import PARTITIONS, Counts, page_view
+from scripts.bench_windows.records import PARTITIONS, Counts, LivePageViews
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.local.ports import LOOPBACK
 
@@ -129,6 +130,7 @@ class CpuSampler:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join()
+        self.samples.append((time.time(), tree_cpu_seconds(self.pid)))  # the interval's end is covered
 
     def _loop(self) -> None:
         while not self._stop.wait(0.05):
@@ -319,34 +321,44 @@ def latency(
     *,
     rate: float,
     seconds: float,
-) -> dict[str, float]:
-    """Produce at `rate` for `seconds` into a fresh topic while the job runs with a 1 s trigger."""
-    topic, output = "bench-live", "bench-live-out"
+    name: str = "bench-live",
+) -> dict[str, Any]:
+    """Produce at `rate` for `seconds` into a fresh topic while the job runs with a 1 s trigger, as deployed:
+    without the throughput runs' cap per batch (see `as_deployed`)."""
+    topic, output = name, f"{name}-out"
     kafka.create_topics([TopicSpec(topic, partitions=PARTITIONS), TopicSpec(output, partitions=PARTITIONS)])
     query = (
-        window_query(spark, config, topic, output, "bench-live").trigger(processingTime="1 second").start()
+        window_query(spark, as_deployed(config), topic, output, name)
+        .trigger(processingTime="1 second")
+        .start()
     )
     time.sleep(5)  # first (empty) batches and plan compilation out of the way
     stop = threading.Event()
     sent = [0]
+    producer_cpu = [0.0]
 
     def produce_at_rate() -> None:
         producer = load_producer(bootstrap)
+        view = LivePageViews()
         started = time.monotonic()
         while not stop.is_set():
             due = int((time.monotonic() - started) * rate)
             while sent[0] < due:
-                produce(producer, topic, page_view(sent[0], datetime.now(UTC)), sent[0] % PARTITIONS)
+                produce(producer, topic, view(sent[0]), sent[0] % PARTITIONS)
                 sent[0] += 1
             producer.poll(0)
             time.sleep(0.002)
         producer.flush(60)
+        producer_cpu[0] = time.thread_time()
 
     producer_thread = threading.Thread(target=produce_at_rate)
-    producer_thread.start()
-    time.sleep(seconds)
-    stop.set()
-    producer_thread.join()
+    with CpuSampler(jvm_pid()) as jvm_cpu:
+        producing_from = time.time()
+        producer_thread.start()
+        time.sleep(seconds)
+        stop.set()
+        producer_thread.join()
+        producing_to = time.time()
     query.processAllAvailable()
     progress = [json.loads(p.json) for p in query.recentProgress]
     query.stop()
@@ -385,15 +397,42 @@ def latency(
                         break
     consumer.close()
     latencies.sort()
+    batch_rows = [int(p["numInputRows"]) for p in progress if p.get("numInputRows")]
+    batch_seconds = [p["durationMs"]["triggerExecution"] / 1000 for p in progress if p.get("numInputRows")]
+    producing = producing_to - producing_from
     return {
         "target_rate": rate,
         "events": float(sent[0]),
         "achieved_rate": sent[0] / seconds,
+        "max_offsets_per_trigger": as_deployed(config).max_offsets_per_trigger,
+        "batches": float(len(batch_rows)),
+        "max_batch_rows": float(max(batch_rows, default=0)),
+        "median_batch_seconds": statistics.median(batch_seconds) if batch_seconds else 0.0,
+        "median_phase_ms": median_phases(p for p in progress if p.get("numInputRows")),
+        "job_busy_cores": (jvm_cpu.cpu_at(producing_to) - jvm_cpu.cpu_at(producing_from)) / producing,
+        "producer_busy_cores": producer_cpu[0] / producing,
         "measured_events": float(len(latencies)),
         "p50_seconds": statistics.median(latencies),
         "p99_seconds": latencies[int(0.99 * (len(latencies) - 1))],
         "max_seconds": latencies[-1],
     }
+
+
+def median_phases(progress: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """Median milliseconds of each phase Spark reports in a batch's `durationMs`, where the time goes."""
+    phases: dict[str, list[float]] = {}
+    for report in progress:
+        for phase, ms in report["durationMs"].items():
+            phases.setdefault(phase, []).append(float(ms))
+    return {phase: statistics.median(values) for phase, values in sorted(phases.items())}
+
+
+def as_deployed(config: StreamingJobConfig) -> StreamingJobConfig:
+    """The job's settings as `make up` and the chart run it: no cap on records per batch (the job's default).
+    The throughput runs cap batches at --max-offsets-per-trigger to measure a sustained rate; with a 1 s
+    trigger that cap would also bound the live job at that many records a second, below the latency run's
+    rate whenever half the sustained rate is above it, and the job would fall further behind every second."""
+    return dataclasses.replace(config, max_offsets_per_trigger=StreamingJobConfig.max_offsets_per_trigger)
 
 
 def as_offsets(value: Any) -> dict[str, dict[str, int]]:

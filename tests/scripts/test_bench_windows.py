@@ -10,11 +10,14 @@ import sys
 import time
 from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs.common.config import StreamingJobConfig
 from jobs.common.schemas import PAGE_VIEW
 from scripts.bench_windows import flink, peers, throughput
 from scripts.bench_windows.flink_sql import epoch_ms_of, interval
@@ -23,13 +26,16 @@ from scripts.bench_windows.records import (
     FIELDS,
     PARTITIONS,
     QUIX_GRACE_MS,
+    LivePageViews,
+    at_millisecond,
     classification_samples,
     closing_markers,
     data_windows,
     expected,
+    page_view,
     topic_records,
 )
-from scripts.bench_windows.spark_side import load_producer, produce, tree_cpu_seconds
+from scripts.bench_windows.spark_side import latency, load_producer, produce, tree_cpu_seconds
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.paths import REPO_ROOT
 from streamstack.runtimes import Runtimes
@@ -220,3 +226,40 @@ def test_the_pyflink_requirements_are_pinned_with_hashes_and_share_orjson() -> N
     assert pinned["apache-flink"] == flink.PYFLINK_VERSION
     constraints = (REPO_ROOT / "constraints.txt").read_text()
     assert f"orjson=={pinned['orjson']}" in constraints.splitlines()
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_the_latency_run_does_not_cap_batches_at_the_throughput_runs_size(
+    kafka: LocalKafka, spark: SparkSession, tmp_path: Path
+) -> None:
+    """The throughput runs' --max-offsets-per-trigger with a 1 s trigger would bound the live job below the
+    latency run's rate (at 100,000 a batch and 131,000 events/s it fell 13 s behind in 40 s)."""
+    capped = StreamingJobConfig(
+        query_name="bench",
+        bootstrap_servers=kafka.bootstrap_servers,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        metrics_port=0,
+        dead_letter_topic="bench-dead-letters",
+        max_offsets_per_trigger=200,
+    )
+    live = latency(spark, capped, kafka.bootstrap_servers, kafka, rate=1_000, seconds=3)
+    assert live["max_offsets_per_trigger"] is None
+    assert live["max_batch_rows"] > 200
+    assert live["measured_events"] == live["events"] >= 2_500
+    assert 0 < live["p50_seconds"] <= live["p99_seconds"] <= live["max_seconds"]
+    assert live["job_busy_cores"] > 0 and live["producer_busy_cores"] > 0
+
+
+def test_live_page_views_are_the_benchmarks_page_views_stamped_now() -> None:
+    view = LivePageViews()
+    before = time.time_ns() // 1_000_000
+    values = [view(i) for i in (0, 7, 999, 1_000, 123_456)]
+    after = time.time_ns() // 1_000_000
+    stamped = {int(datetime.fromisoformat(orjson.loads(v)["event_time"]).timestamp() * 1000) for v in values}
+    assert all(before <= ms <= after for ms in stamped)
+    assert values == [
+        page_view(i, at_millisecond(ms))
+        for i, value in zip((0, 7, 999, 1_000, 123_456), values, strict=True)
+        for ms in [int(datetime.fromisoformat(orjson.loads(value)["event_time"]).timestamp() * 1000)]
+    ]
