@@ -60,7 +60,8 @@ BASELINE = Variant(
     "baseline",
     f"the jobs' current settings: {JOBS_SHUFFLE_PARTITIONS} shuffle partitions, HDFS-backed state store, "
     f"synchronous progress, the Kafka source's fetch wait {JOBS_FETCH_MAX_WAIT_MS} ms, checkpoint files "
-    "without checksum files (since 2026-11-26)",
+    "without checksum files (since 2026-11-26) through the jobs' filesystem without child processes "
+    "(jobs/jvm LocalCheckpointFileSystem, since 2026-11-26, stop 30)",
 )
 
 SINGLE_LEVERS = (
@@ -152,8 +153,9 @@ SECOND_ROUND = (
     Variant(
         "raw-local-fs",
         "checkpoint-fs",
-        "checkpoint files without checksum (.crc) files: RawLocalFileSystem and RawLocalFs (the jobs' "
-        "settings since 2026-11-26: the same as the baseline since)",
+        "checkpoint files without checksum (.crc) files through Hadoop's RawLocalFileSystem and RawLocalFs, "
+        "which fork chmod and readlink per file (the jobs' settings from 2026-11-26 until the jobs' own "
+        "filesystem without child processes)",
         spark_conf=RAW_LOCAL_FS,
     ),
     Variant(

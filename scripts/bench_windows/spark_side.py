@@ -289,7 +289,8 @@ def best_passes(
         attempt = f"pass-{round_number - warm_ups + 1}" if measured else f"warm-up-{round_number + 1}"
         for label, start in queries.items():
             with CpuSampler(pid) as cpu:
-                rates = throughput(run_available(start(f"{label}-{attempt}")))
+                progress = run_available(start(f"{label}-{attempt}"))
+            rates = throughput(progress)
             seconds = rates["sustained_to"] - rates["sustained_from"]
             busy = (cpu.cpu_at(rates["sustained_to"]) - cpu.cpu_at(rates["sustained_from"])) / seconds
             entry = {
@@ -298,6 +299,7 @@ def best_passes(
                 "measured": measured,
                 **rates,
                 "busy_cores": busy,
+                "median_phase_ms": median_phases(p for p in progress if p.get("numInputRows")),
                 **after_round(label, attempt),
             }
             rounds.append(entry)

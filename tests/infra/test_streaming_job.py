@@ -292,8 +292,7 @@ def test_the_cluster_driver_writes_its_checkpoint_without_checksum_files(
         streaming = parse_job_arguments(job, application["spec"]["arguments"]).streaming
 
         assert CHECKPOINT_FS_CONF.items() <= session_conf(streaming).items()
-        assert (
-            session_conf(streaming)["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.RawLocalFileSystem"
-        )
+        filesystem = session_conf(streaming)["spark.hadoop.fs.file.impl"]
+        assert filesystem == "streamstack.jvm.LocalCheckpointFileSystem"
         assert streaming.checkpoint_dir.startswith("/checkpoints")
         assert not CHECKPOINT_FS_CONF.keys() & conf(application).keys()

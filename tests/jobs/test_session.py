@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -71,8 +72,13 @@ def test_the_jobs_settings_come_first_and_the_command_line_overrides_them() -> N
     assert overridden["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.LocalFileSystem"
 
 
-def test_a_jobs_checkpoint_is_written_without_checksum_files(runtimes: Runtimes, tmp_path: Path) -> None:
+def test_a_jobs_checkpoint_is_written_without_checksum_files_or_child_processes(
+    runtimes: Runtimes, tmp_path: Path
+) -> None:
+    """Without Hadoop's native library, its raw local filesystem forks `chmod` for every file it creates and
+    `readlink` for every status, several per checkpoint file: the driver's Flight Recorder shows none."""
     checkpoint = tmp_path / "checkpoint"
+    recording = tmp_path / "driver.jfr"
     environment = {
         **os.environ,
         "SPARK_LOCAL_IP": "127.0.0.1",
@@ -80,7 +86,10 @@ def test_a_jobs_checkpoint_is_written_without_checksum_files(runtimes: Runtimes,
         "JAVA_HOME": str(runtimes.java.parent.parent),
     }
     driver = subprocess.run(
-        [sys.executable, "-c", DRIVER, str(checkpoint), *ARGS],
+        [
+            *(sys.executable, "-c", DRIVER, str(checkpoint), *ARGS, "--spark-conf"),
+            f"spark.driver.extraJavaOptions=-XX:StartFlightRecording=dumponexit=true,filename={recording}",
+        ],
         cwd=REPO_ROOT,
         env=environment,
         capture_output=True,
@@ -92,9 +101,19 @@ def test_a_jobs_checkpoint_is_written_without_checksum_files(runtimes: Runtimes,
 
     hadoop = json.loads(driver.stdout.strip().splitlines()[-1])
     assert hadoop == {
-        "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
-        "fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+        "fs.file.impl": "streamstack.jvm.LocalCheckpointFileSystem",
+        "fs.AbstractFileSystem.file.impl": "streamstack.jvm.LocalCheckpointFs",
     }
+    started = subprocess.run(
+        [str(runtimes.java.parent / "jfr"), "print", "--events", "jdk.ProcessStart", str(recording)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    commands = re.findall(r'command = "([^"]*)"', started)
+    assert commands, "the recording holds the driver's start-up commands (getconf, setsid)"
+    assert [command for command in commands if str(checkpoint) in command] == []
     files = sorted(str(path.relative_to(checkpoint)) for path in checkpoint.rglob("*") if path.is_file())
     assert {"metadata", "offsets/0", "offsets/1", "commits/0", "commits/1"} <= set(files)
     assert not [name for name in files if name.endswith((".crc", ".tmp"))], files
