@@ -5,7 +5,12 @@
   one request for all topics, decoded in C outside the GIL, where kafka-python spent over a second of Python
   at 50,000 partitions (holding the GIL that scrapes wait for). The same request, so the same ACL (Describe
   on the topics).
-- The partitions' earliest and latest offsets (kafka-python's admin API: ListOffsets).
+- The partitions' earliest and latest offsets: ListOffsets requests for both, one per leader and spec, all
+  sent at once through kafka-python's connections, to the leaders librdkafka's metadata named (kafka-python's
+  `list_partition_offsets` asks for the metadata of every topic again, in Python, and waits for one leader
+  after the other: at 50,000 partitions 2.2-2.7 s of 4.9 s of a warm collection). Partitions without a known
+  leader or answered with an error are asked again through `list_partition_offsets`, which retries a moved
+  leader and raises what it raised before (e.g. a topic deleted meanwhile).
 - The timestamp of the record at a given offset (or at several offsets of a partition): Fetch requests to
   the partitions' leaders, up to 1,000 partitions each (each at its offset, at most 64 KiB each, 4 MiB per
   response; a partition whose batch is larger is asked again for the whole batch), the records decoded only
@@ -31,7 +36,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient as RdAdminClient  # type: ignore[import-untyped]
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
-from kafka.protocol.consumer import OffsetSpec
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetSpec
 
 from monitoring.lag_exporter.config import ExporterConfig
 from monitoring.lag_exporter.record_batches import TP, fetch_requests, parse_commit_key, scan_records
@@ -217,6 +222,51 @@ class KafkaReader:
     def earliest_offsets(self, tps: Iterable[TP]) -> dict[TP, int]:
         return self._list_offsets(tps, OffsetSpec.EARLIEST)
 
+    def latest_and_earliest_offsets(self, tps: Iterable[TP]) -> tuple[dict[TP, int], dict[TP, int]]:
+        """The latest and the earliest offsets of `tps` (the answers of `latest_offsets` and
+        `earliest_offsets`): one ListOffsets request per leader and spec, all sent at once, to the leaders of
+        the latest `partitions()`. What that does not answer (no known leader, an error code, a failed
+        request) goes through kafka-python's `list_partition_offsets` as before, with its retries and its
+        errors."""
+        wanted = list(tps)
+        if not wanted:
+            return {}, {}
+        admin = self.admin()
+        leaders = self._leaders
+        by_leader: dict[int, dict[str, list[int]]] = {}
+        unrouted: list[TP] = []
+        for topic, partition in wanted:
+            leader = leaders.get((topic, partition), -1)
+            if leader < 0:
+                unrouted.append((topic, partition))
+            else:
+                by_leader.setdefault(leader, {}).setdefault(topic, []).append(partition)
+        latest: dict[TP, int] = {}
+        earliest: dict[TP, int] = {}
+        targets = [(latest, OffsetSpec.LATEST), (earliest, OffsetSpec.EARLIEST)]
+        requests = [
+            (leader, _list_offsets_request(topics, spec))
+            for _, spec in targets
+            for leader, topics in by_leader.items()
+        ]
+        found_in = [found for found, _ in targets for _ in by_leader]  # where each request's answers go
+        try:
+            responses = admin._manager.run(_send_all, admin, requests, self._timeout_ms) if requests else []
+        except KafkaError as error:
+            log.debug("ListOffsets to the leaders failed (%s): through list_partition_offsets", error)
+            responses, found_in, unrouted = [], [], wanted
+        for found, response in zip(found_in, responses, strict=True):
+            for topic in response.topics:
+                name = topic.name
+                for partition in topic.partitions:
+                    if partition.error_code == 0:
+                        found[(name, partition.partition_index)] = partition.offset
+        rest = [tp for tp in wanted if tp not in latest or tp not in earliest] if responses else unrouted
+        if rest:
+            latest.update(self._list_offsets(rest, OffsetSpec.LATEST))
+            earliest.update(self._list_offsets(rest, OffsetSpec.EARLIEST))
+        return latest, earliest
+
     # -- record timestamps ---------------------------------------------------------------------------------
 
     def record_timestamps(self, wanted: Mapping[TP, int], budget: float) -> dict[TP, int]:
@@ -336,6 +386,23 @@ async def _send_all(admin: KafkaAdminClient, requests: list[tuple[int, Any]], ti
         for leader, request in requests
     ]
     return [await answer for answer in pending]
+
+
+def _list_offsets_request(topics: Mapping[str, list[int]], spec: OffsetSpec) -> Any:
+    """A ListOffsets request for `spec` of these partitions, as kafka-python's `list_partition_offsets`
+    makes it (read uncommitted, the lowest version the spec allows, the highest both sides speak)."""
+    partition_type = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
+    return ListOffsetsRequest(
+        isolation_level=0,
+        topics=[
+            ListOffsetsRequest.ListOffsetsTopic(
+                name=name,
+                partitions=[partition_type(partition_index=index, timestamp=spec) for index in indexes],
+            )
+            for name, indexes in topics.items()
+        ],
+        min_version=max(ListOffsetsRequest.min_version_for_timestamp(spec), 0),
+    )
 
 
 def _offsets(answer: Mapping[str, Mapping[Any, Any]]) -> dict[str, dict[TP, int]]:

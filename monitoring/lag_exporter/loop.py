@@ -1,7 +1,7 @@
 """The background loop: every `--refresh-interval` it reads Kafka and the checkpoints, publishes a snapshot.
 
 One collection, in this order: checkpoints (files), consumer groups and their committed offsets, which
-partitions exist (positions on deleted topics or partitions are dropped), latest offsets, earliest offsets;
+partitions exist (positions on deleted topics or partitions are dropped), latest and earliest offsets;
 then, without failing the collection when they fail, commit times from `__consumer_offsets` and the
 timestamps of the records at the committed offsets. A failure before the offsets are in keeps the previous
 snapshot (`exporter_up` 0, `exporter_stale` 1), closes the Kafka clients and tries again next interval, so a
@@ -64,6 +64,13 @@ class OffsetReader(Protocol):
     def forget_commits_before(self, cutoff: float) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ReadsBothEnds(Protocol):
+    """A reader that reads the latest and earliest offsets of the partitions at once."""
+
+    def latest_and_earliest_offsets(self, tps: Iterable[TP]) -> tuple[dict[TP, int], dict[TP, int]]: ...
 
 
 @runtime_checkable
@@ -152,6 +159,8 @@ class Refresher:
             self._produced,
             self._config.granularity,
         )
+        # what was read is in the snapshot now: freed before the rendering (on_publish), the collection's peak
+        del positions, latest, earliest, timestamps
         self._publish(snapshot)
         self._collected = True
         self._health.succeeded(now, time.monotonic() - started)
@@ -174,8 +183,12 @@ class Refresher:
             position for position in positions if position.partition in existing.get(position.topic, ())
         ]
         tps = sorted({(position.topic, position.partition) for position in positions})
-        latest = self._reader.latest_offsets(tps)  # after the committed offsets: lag is never negative
-        earliest = self._reader.earliest_offsets(tps)
+        # after the committed offsets: lag is never negative
+        if isinstance(self._reader, ReadsBothEnds):
+            latest, earliest = self._reader.latest_and_earliest_offsets(tps)
+        else:
+            latest = self._reader.latest_offsets(tps)
+            earliest = self._reader.earliest_offsets(tps)
         return positions, latest, earliest
 
     def _check_cluster(self) -> None:

@@ -313,16 +313,19 @@ def _evaluate_track(track: _Track, now: float, window: float) -> tuple[Status, f
 
 
 _OK, _WARN, _STOP, _STALL, _REWIND = (status.code for status in PARTITION_STATUSES)
+_INT32_MAX = 2**31 - 1
 STATUS_BY_CODE = {status.code: status for status in Status}
 
 
 class History:
     """The samples of every (source, group, topic, partition), as columns: a ring of collections (one sample
-    time per collection) x partitions, committed offsets and lags as int64 (16 bytes a sample), and per
-    partition the first collection it keeps (the window's anchor or its first sample) and its latest commit
-    time. `record` appends one collection for many partitions and applies the rules above to all of them at
-    once, with numpy: the same rules, arithmetic and order as `evaluate_partition` and `consumption_rate` on
-    the partition's samples (sums of floats are added one sample after the other, as Python's `sum` does).
+    time per collection) x partitions, committed offsets and lags as int32 while every value recorded fits
+    (8 bytes a sample; the arrays become int64 for good at the first value that does not: exact either way),
+    and per partition the first collection it keeps (the window's anchor or its first sample) and its latest
+    commit time. `record` appends one collection for many partitions and applies the rules above to all of
+    them at once, with numpy: the same rules, arithmetic and order as `evaluate_partition` and
+    `consumption_rate` on the partition's samples (sums of floats are added one sample after the other, as
+    Python's `sum` does).
 
     A partition keeps a sample of every collection from its first on. One that misses a collection (its
     offsets could not be read) moves to a `ScalarHistory` and is evaluated there from then on (rare; exact).
@@ -335,8 +338,8 @@ class History:
         self._free: list[int] = []
         self._times: list[float] = []  # per kept collection, oldest first
         self._head = 0  # ring slot of the oldest kept collection
-        self._committed = np.zeros((0, 0), np.int64)  # (ring slots, columns)
-        self._lag = np.zeros((0, 0), np.int64)
+        self._committed: npt.NDArray[np.int32 | np.int64] = np.zeros((0, 0), np.int32)  # (slots, columns)
+        self._lag: npt.NDArray[np.int32 | np.int64] = np.zeros((0, 0), np.int32)
         self._first = np.zeros(0, np.int64)  # per column: index in _times of its first kept sample
         self._last_commit = np.zeros(0, np.float64)  # per column; NaN for none
         self._used = np.zeros(0, bool)  # per column: whether it holds a partition
@@ -345,21 +348,25 @@ class History:
     # -- storage -------------------------------------------------------------------------------------------
 
     def _slot(self, index: int) -> int:
-        return (self._head + index) % self._committed.shape[0]
+        return (self._head + index) % int(self._committed.shape[0])
 
     def _reserve(self, slots: int, columns: int) -> None:
         capacity, width = self._committed.shape
         if slots <= capacity and columns <= width:
             return
-        new_capacity = slots + 4 if slots > capacity else capacity  # a window of collections, and a few more
+        # a window's worth of collections at the pace so far, and a few more: the ring is allocated at its
+        # final size once the pace is known rather than grown (and copied) a few slots at a time
+        new_capacity = max(slots, min(self._window_slots(), 8 * slots)) + 4 if slots > capacity else capacity
         new_width = max(width, columns + columns // 8) if columns > width else width
-        order = [self._slot(index) for index in range(len(self._times))] if capacity else []
-        for name in ("_committed", "_lag"):
+        count = len(self._times) if capacity else 0
+        for name in ("_committed", "_lag"):  # one at a time, copied slice by slice: no temporary copies
             old = getattr(self, name)
-            new = np.zeros((new_capacity, new_width), np.int64)
-            if order:
-                new[: len(order), :width] = old[order]
+            new = np.zeros((new_capacity, new_width), old.dtype)
+            head_part = min(count, capacity - self._head)
+            new[:head_part, :width] = old[self._head : self._head + head_part]
+            new[head_part:count, :width] = old[: count - head_part]
             setattr(self, name, new)
+            del old, new
         self._head = 0
         if new_width > width:
             self._first = np.concatenate([self._first, np.zeros(new_width - width, np.int64)])
@@ -367,6 +374,23 @@ class History:
             self._used = np.concatenate([self._used, np.zeros(new_width - width, bool)])
             self._free.extend(range(new_width - 1, width - 1, -1))
             self._keys.extend([None] * (new_width - width))
+
+    def _window_slots(self) -> int:
+        """Collections a window holds at the mean pace of the kept ones, with its anchor and the one being
+        added (0 while the pace is not known)."""
+        times = self._times
+        if len(times) < 2 or times[-1] <= times[0]:
+            return 0
+        interval = (times[-1] - times[0]) / (len(times) - 1)
+        return math.ceil(self.window / interval) + 2
+
+    def _widen(self, *values: npt.NDArray[np.int64]) -> None:
+        """int64 storage from now on if any of `values` does not fit int32 (or is negative)."""
+        if self._committed.dtype == np.int64:
+            return
+        if any(len(array) and (array.min() < 0 or array.max() > _INT32_MAX) for array in values):
+            self._committed = self._committed.astype(np.int64)
+            self._lag = self._lag.astype(np.int64)
 
     def _to_scalar(self, columns: list[int]) -> None:
         """Move these columns' samples to the scalar history (they missed a collection)."""
@@ -437,6 +461,7 @@ class History:
         if len(self._times) > self._committed.shape[0]:
             self._reserve(len(self._times), 0)
         slot = self._slot(last)
+        self._widen(committed[column_mask], lag[column_mask])
         self._committed[slot, where] = committed[column_mask]
         self._lag[slot, where] = lag[column_mask]
         self._last_commit[where] = last_commit[column_mask]
@@ -532,7 +557,7 @@ class History:
         candidates: npt.NDArray[np.int64],
         first_all: npt.NDArray[np.int64],
         slot_of: npt.NDArray[np.int64],
-        lags_all: npt.NDArray[np.int64],
+        lags_all: npt.NDArray[np.int32 | np.int64],
         times: npt.NDArray[np.float64],
     ) -> npt.NDArray[np.bool_]:
         """Whether the least-squares slope of lag over time is positive, for the candidate columns: the

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException  # type: ignore[import-untyped]
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError
 from kafka.protocol.consumer import OffsetSpec
 from kafka.structs import OffsetAndMetadata
 from prometheus_client import CollectorRegistry
@@ -501,3 +502,55 @@ def test_partitions_and_leaders_from_librdkafka_are_what_kafka_python_describes(
         unreachable.rd_admin().list_topics(timeout=1.0)
     unreachable.close()
     assert "FAIL" not in capfd.readouterr().err
+
+
+def test_latest_and_earliest_offsets_at_once_answer_what_list_partition_offsets_answers(
+    kafka: LocalKafka, topic_name: str
+) -> None:
+    """Both ends of every partition in one ListOffsets request per leader and spec, sent at once: the same
+    offsets as kafka-python's `list_partition_offsets` (records deleted at the start of a partition, an
+    empty partition); a partition without a leader, or with a leader that cannot be reached, is asked
+    through `list_partition_offsets` and gets its answer; a topic deleted after its leaders were read fails
+    with the error `list_partition_offsets` raises."""
+    kept, gone = f"{topic_name}-kept", f"{topic_name}-gone"
+    kafka.create_topics([TopicSpec(kept, partitions=3), TopicSpec(gone, partitions=2)])
+    for partition, count in enumerate((9, 0, 4)):
+        produce_to(kafka.bootstrap_servers, kept, partition, count)
+    produce_to(kafka.bootstrap_servers, gone, 1, 3)
+    admin = kafka.admin()
+    reader = KafkaReader(ExporterConfig(bootstrap_servers=kafka.bootstrap_servers, kafka_timeout=5.0))
+    try:
+        admin.delete_records({TopicPartition(kept, 0): 5})
+        tps = [(kept, 0), (kept, 1), (kept, 2), (gone, 0), (gone, 1)]
+        assert reader.partitions([kept, gone]) == {kept: {0, 1, 2}, gone: {0, 1}}
+        expected = (reader.latest_offsets(tps), reader.earliest_offsets(tps))
+        assert expected == (
+            {(kept, 0): 9, (kept, 1): 0, (kept, 2): 4, (gone, 0): 0, (gone, 1): 3},
+            {(kept, 0): 5, (kept, 1): 0, (kept, 2): 0, (gone, 0): 0, (gone, 1): 0},
+        )
+        assert reader.latest_and_earliest_offsets(tps) == expected
+        assert reader.latest_and_earliest_offsets([]) == ({}, {})
+
+        reader._leaders[(kept, 1)] = -1  # no leader
+        assert reader.latest_and_earliest_offsets(tps) == expected
+        reader._leaders[(kept, 2)] = 4242  # a node that is not in the cluster: the request fails
+        assert reader.latest_and_earliest_offsets(tps) == expected
+
+        assert reader.partitions([kept, gone])  # leaders known again, then the topic goes
+        admin.delete_topics([gone])
+
+        def old_fails() -> bool:
+            try:
+                reader.latest_offsets(tps)
+            except KafkaError:
+                return True
+            return False
+
+        wait_for(old_fails, timeout=30, what="list_partition_offsets to fail on the deleted topic")
+        with pytest.raises(KafkaError) as old:
+            reader.earliest_offsets(tps)
+        with pytest.raises(type(old.value)):
+            reader.latest_and_earliest_offsets(tps)
+    finally:
+        admin.close()
+        reader.close()

@@ -453,6 +453,33 @@ def test_column_history_keeps_collections_only_while_a_partition_needs_them() ->
     assert len(history) == 1 and history.samples(keys[2]) == []
 
 
+def test_column_history_is_int32_until_a_value_does_not_fit_and_sized_for_its_window_once() -> None:
+    """Samples are kept as int32 while they fit and as int64 from the first that does not, with the same
+    statuses, rates and samples as the per-partition history; the ring is allocated for a window's worth of
+    collections once the pace is known, not grown a few slots at a time (a copy of the ring each time)."""
+    window = 300.0
+    history, reference = History(window), ScalarHistory(window)
+    keys = [("group", "g", "t", p) for p in range(4)]
+    shapes = []
+    for step in range(40):
+        now = 1_000.0 + 10 * step
+        base = 2**31 - 20 if step >= 25 else 0  # partition 0's offsets cross int32's range at step 25
+        offsets = [base + step, 7, 50 + 2 * step, 2**31 - 1 - step]
+        lags = [5, 3 + step, 0 if step % 7 == 0 else 9, 1]
+        codes, rates = history.record(
+            keys, np.array(offsets, np.int64), np.array(lags, np.int64), np.full(4, math.nan), now
+        )
+        assert history._committed.dtype == (np.int64 if step >= 25 else np.int32)
+        shapes.append(history._committed.shape[0])
+        for index, key in enumerate(keys):
+            samples = reference.record(key, Sample(now, offsets[index], lags[index], None))
+            expected = (evaluate_partition(samples, now, window), consumption_rate(samples, now, window))
+            assert (STATUS_BY_CODE[int(codes[index])], float(rates[index])) == expected, (step, key)
+            assert history.samples(key) == samples, (step, key)
+    assert sorted(set(shapes)) == [5, 36]  # 1 + 4 spare; from the 6th: 300 s / 10 s + 2 + 4 spare
+    assert {STATUS_BY_CODE[int(code)] for code in codes} >= {Status.REWIND, Status.STOP}
+
+
 def test_produced_history_keeps_a_bounded_number_of_points() -> None:
     produced = ProducedHistory(limit=4)
     for offset in range(10):
