@@ -4,6 +4,7 @@ latency run."""
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import os
@@ -385,18 +386,24 @@ def latency(
     consumer.assign(partitions)
     consumer.seek_to_beginning(*partitions)
     ends = consumer.end_offsets(partitions)
+    # per partition, the batches' offset ranges in order (disjoint): a record's batch found by bisection
+    ranges = {
+        partition: sorted(
+            (end.get(partition, 0), first.get(partition, 0), at)
+            for first, end, at in batch_end
+            if end.get(partition, 0) > first.get(partition, 0)
+        )
+        for partition in range(PARTITIONS)
+    }
+    range_ends = {partition: [end for end, _, _ in found] for partition, found in ranges.items()}
     latencies: list[float] = []
     while any(consumer.position(tp) < ends[tp] for tp in partitions):
         for tp, batch in consumer.poll(timeout_ms=1000).items():
+            found, found_ends = ranges[tp.partition], range_ends[tp.partition]
             for record in batch:
-                for first_offsets, end_offsets_, batch_finished in batch_end:
-                    if (
-                        first_offsets.get(tp.partition, 0)
-                        <= record.offset
-                        < end_offsets_.get(tp.partition, 0)
-                    ):
-                        latencies.append(batch_finished - record.timestamp / 1000)
-                        break
+                index = bisect.bisect_right(found_ends, record.offset)
+                if index < len(found) and found[index][1] <= record.offset:
+                    latencies.append(found[index][2] - record.timestamp / 1000)
     consumer.close()
     latencies.sort()
     batch_rows = [int(p["numInputRows"]) for p in progress if p.get("numInputRows")]
