@@ -21,7 +21,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -72,15 +71,10 @@ class TreeSampler(CpuSampler):
     def __init__(self, pid: int) -> None:
         self.seen: dict[tuple[int, int], float] = {}
         super().__init__(pid)
-        self.samples = [(self.samples[0][0], self.read())]
 
     def read(self) -> float:
         self.seen.update(tree_stats(self.pid))
         return sum(self.seen.values())
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.05):
-            self.samples.append((time.time(), self.read()))
 
 
 def venv_dir(cache: Path | None = None) -> Path:

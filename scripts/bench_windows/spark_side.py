@@ -120,9 +120,14 @@ class CpuSampler:
     read afterwards (Spark's sustained interval is known only from the progress reports)."""
 
     def __init__(self, pid: int) -> None:
-        self.pid, self.samples = pid, [(time.time(), tree_cpu_seconds(pid))]
+        self.pid = pid
+        self.samples = [(time.time(), self.read())]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def read(self) -> float:
+        """The tree's CPU seconds now."""
+        return tree_cpu_seconds(self.pid)
 
     def __enter__(self) -> CpuSampler:
         self._thread.start()
@@ -131,11 +136,11 @@ class CpuSampler:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.samples.append((time.time(), tree_cpu_seconds(self.pid)))  # the interval's end is covered
+        self.samples.append((time.time(), self.read()))  # the interval's end is covered
 
     def _loop(self) -> None:
         while not self._stop.wait(0.05):
-            self.samples.append((time.time(), tree_cpu_seconds(self.pid)))
+            self.samples.append((time.time(), self.read()))
 
     def cpu_at(self, moment: float) -> float:
         """CPU seconds at `moment`, interpolated between the samples around it."""
