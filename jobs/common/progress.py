@@ -13,13 +13,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from contracts.metrics import (
     BATCH_UTILIZATION,
@@ -358,27 +358,48 @@ class ShadowGroups:
         committer.submit(offsets)
 
 
-class ProgressListener(StreamingQueryListener):
-    """Feeds query lifecycle and progress events into a QueryProgressStore and the shadow groups."""
+class ProgressListener:
+    """Feeds query lifecycle and progress events into a QueryProgressStore and the shadow groups.
+
+    Spark's `PythonStreamingQueryListener` interface implemented directly through py4j, not through
+    pyspark's `StreamingQueryListener`: pyspark turns every progress event into Python objects field by
+    field, dozens of py4j round trips per event (every source, state operator and duration map entry; the
+    observed metrics through class lookups that miss across Spark's whole classpath), all of it on the
+    driver's listener thread. The store keeps the progress JSON, which is two calls.
+    """
 
     def __init__(self, store: QueryProgressStore, shadow_groups: ShadowGroups | None = None) -> None:
         self._store = store
         self._shadow_groups = shadow_groups
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's callback names)
-        self._store.started(str(event.id), event.name)
+        self._store.started(event.id().toString(), event.name())
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
-        progress = json.loads(event.progress.json)
+        progress = json.loads(event.progress().json())
         self._store.progressed(progress)
         if self._shadow_groups is not None and progress.get("name"):
             self._shadow_groups.submit(progress["name"], kafka_end_offsets(progress))
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-        self._store.idle(str(event.id), event.timestamp)
+        self._store.idle(event.id().toString(), event.timestamp())
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
-        self._store.terminated(str(event.id), failed=event.exception is not None)
+        self._store.terminated(event.id().toString(), failed=event.exception().isDefined())
+
+    class Java:
+        implements: ClassVar = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+
+
+def add_progress_listener(spark: SparkSession, listener: ProgressListener) -> Any:
+    """Register `listener` with the session's StreamingQueryManager (what `spark.streams.addListener` does
+    for pyspark's listeners, without its event conversion); returns the registered Java listener, which
+    `spark._jsparkSession.streams().removeListener` takes."""
+    gateway: Any = spark.sparkContext._gateway
+    ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
+    wrapper = gateway.jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(listener)
+    spark._jsparkSession.streams().addListener(wrapper)
+    return wrapper
 
 
 def serve_progress_metrics(spark: SparkSession, config: StreamingJobConfig) -> QueryProgressStore:
@@ -401,5 +422,5 @@ def serve_progress_metrics(spark: SparkSession, config: StreamingJobConfig) -> Q
         if config.shadow_group_prefix
         else None
     )
-    spark.streams.addListener(ProgressListener(store, shadow_groups))
+    add_progress_listener(spark, ProgressListener(store, shadow_groups))
     return store
