@@ -52,7 +52,13 @@ from contracts.metrics import (
     LAG_PREFIX,
     STATUS_CODE,
 )
-from monitoring.lag_exporter.snapshot import PartitionColumns, PartitionLag, Snapshot, TopicPartitionOffsets
+from monitoring.lag_exporter.snapshot import (
+    PartitionColumns,
+    PartitionLag,
+    Snapshot,
+    TopicPartitionOffsets,
+    map_in_chunks,
+)
 from monitoring.lag_exporter.status import GROUP_STATUSES, PARTITION_STATUSES, Status
 
 ERROR_KINDS = ("kafka", "group", "checkpoint", "timestamp", "commit_log", "internal")
@@ -363,7 +369,7 @@ def render_lag_text(snapshot: Snapshot, rows_per_chunk: int = 2000) -> Iterator[
         with_status = sorted([*table.label_names, "status"])
         split = with_status.index("status")  # labels sorted before `status`, then those after
         texts = [np.array(table.labels[i][0], dtype=object)[table.labels[i][1]].tolist() for i in order]
-        labels: list[str] = list(map(",".join, zip(*texts, strict=True))) if texts else []
+        labels: list[str] = map_in_chunks(",".join, map_in_chunks(_row_of, *texts)) if texts else []
         count = len(labels)
         if split:  # where `status` goes: after the labels sorted before it and their commas
             cut = np.full(count, split, np.int64)
@@ -419,6 +425,10 @@ def render_lag_text(snapshot: Snapshot, rows_per_chunk: int = 2000) -> Iterator[
                 yield (header if first == 0 else "") + "".join(lines)
 
 
+def _row_of(*values: str) -> tuple[str, ...]:
+    return values
+
+
 def _format_values(values: list[Any] | npt.NDArray[Any]) -> list[str]:
     """floatToGoString of each value; a column in bulk: of an int in [0, 10**6) the int with ".0", of a
     float in [0, 10**6) its repr (the same for any value there); the others (10**6 and above may take Go's
@@ -433,7 +443,7 @@ def _format_values(values: list[Any] | npt.NDArray[Any]) -> list[str]:
             for value in values
         ]
     items = values.tolist()
-    texts = list(map(repr if values.dtype.kind == "f" else "{}.0".format, items))
+    texts = map_in_chunks(repr if values.dtype.kind == "f" else "{}.0".format, items)
     with np.errstate(invalid="ignore"):
         outside = ~((values >= 0) & (values < 1_000_000))
         if values.dtype.kind == "f":  # +Inf (the ETA of a consumer that does not move) in bulk

@@ -70,6 +70,40 @@ def _v2_records(
         yield base_offset + offset_delta, base_timestamp + timestamp_delta
 
 
+def _v2_records_at(
+    data: bytes, start: int, end: int, base_offset: int, *, base_timestamp: int, wanted: Sequence[int]
+) -> list[_OffsetTime] | None:
+    """(offset, timestamp) of the records at the offsets `wanted` (ascending, within the batch) of an
+    uncompressed v2 batch whose offset deltas are 0, 1, ... (its record count is its last offset delta + 1:
+    nothing compacted away), so that the record at offset o is the batch's (o - base)th: the records before
+    it are skipped by their length alone, one varint each, instead of decoding three. None if a record found
+    that way does not have the offset expected (then the caller decodes them all)."""
+    found: list[_OffsetTime] = []
+    position, index = start, 0
+    for offset in wanted:
+        target = max(0, offset - base_offset)
+        while index < target:  # skip a record: its length (a zig-zag varint, usually one or two bytes)
+            first = data[position]
+            if first < 0x80:
+                position += 1 + ((first >> 1) ^ -(first & 1))
+            elif data[position + 1] < 0x80:
+                raw = (first & 0x7F) | (data[position + 1] << 7)
+                position += 2 + ((raw >> 1) ^ -(raw & 1))
+            else:
+                length, position = _varint(data, position)
+                position += length
+            index += 1
+            if position >= end:
+                return None
+        _, body = _varint(data, position)
+        timestamp_delta, at = _varint(data, body + 1)  # after the attributes byte
+        offset_delta, _ = _varint(data, at)
+        if offset_delta != target:
+            return None
+        found.append((base_offset + offset_delta, base_timestamp + timestamp_delta))
+    return found
+
+
 def _parsed_records(batch: bytes, magic: int) -> Iterator[_OffsetTime]:
     """(offset, timestamp) of the records of a compressed or pre-v2 batch, decoded by kafka-python."""
     parsed = DefaultRecordBatch(batch) if magic >= 2 else LegacyRecordBatch(batch, magic)
@@ -95,16 +129,24 @@ def scan_records(data: bytes, offsets: Sequence[int]) -> Scan:
         magic = data[position + _MAGIC_AT]
         records: Iterator[_OffsetTime]
         if magic >= 2:
-            base, _, _, _, _, attributes, last_delta, base_time, max_time, *_ = _V2_HEADER.unpack_from(
-                data, position
+            base, _, _, _, _, attributes, last_delta, base_time, max_time, *_, records_count = (
+                _V2_HEADER.unpack_from(data, position)
             )
             next_offset = base + last_delta + 1
             if next_offset <= offsets[index] or attributes & _CONTROL:
                 resume_at, position = max(resume_at or 0, next_offset), end
                 continue
+            at_offsets = None
             if attributes & _COMPRESSION:
                 records = _parsed_records(data[position:end], magic)
-            else:
+            elif records_count == last_delta + 1 and records_count > 0:
+                wanted = [offset for offset in offsets[index:] if offset < next_offset]
+                at_offsets = _v2_records_at(
+                    data, position + _V2_HEADER.size, end, base, base_timestamp=base_time, wanted=wanted
+                )
+            if at_offsets is not None:
+                records = iter(at_offsets)
+            elif not attributes & _COMPRESSION:
                 records = _v2_records(data, position + _V2_HEADER.size, end, base, base_time)
             log_append_time = max_time if attributes & _LOG_APPEND_TIME else None
         else:
@@ -129,7 +171,7 @@ def fetch_requests(
     returns the first batch of the first partition whole, whatever the limits."""
     by_leader: dict[int, dict[str, list[Any]]] = {}
     counts: dict[int, int] = {}
-    for tp in sorted(position, key=lambda tp: tp not in fetch_bytes):
+    for tp in sorted(position, key=lambda tp: tp not in fetch_bytes) if fetch_bytes else position:
         topic, partition = tp
         leader = leaders[tp]
         if counts.get(leader, 0) >= _PARTITIONS_PER_FETCH:

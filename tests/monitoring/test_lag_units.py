@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import math
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -505,6 +507,55 @@ def test_loop_keeps_values_when_kafka_fails_marks_them_stale_and_recovers() -> N
     assert refresher.refresh()
     assert value("streamstack_lag_exporter_up") == 1 and value("streamstack_lag_exporter_stale") == 0
     assert value("streamstack_lag_records", {**_labels("streamstack-q", 0), "source": "shadow"}) is None
+
+
+def test_the_loop_collects_without_cyclic_garbage_collection_and_enables_it_again() -> None:
+    """A collection allocates millions of objects at 50,000 x 500; the cyclic collector's passes over them
+    (10-140 ms each) stalled scrapes. The loop keeps it off during a collection, a failed one too, and on
+    between collections."""
+    enabled_during: list[bool] = []
+
+    class Watched(FakeKafka):
+        def list_groups(self) -> list[str]:
+            enabled_during.append(gc.isenabled())
+            if len(enabled_during) == 2:
+                stop.set()
+                raise RuntimeError("an unexpected failure")  # the loop logs it and goes on
+            return super().list_groups()
+
+    kafka = Watched()
+    kafka.committed = {"g": {("t", 0): 4}}
+    kafka.latest = {("t", 0): 10}
+    stop = threading.Event()
+    config = ExporterConfig(bootstrap_servers="fake:1", refresh_interval=0.01, window=4)
+    refresher = Refresher(config, kafka, ExporterHealth(CollectorRegistry()))
+    assert gc.isenabled()
+    refresher.run(stop)
+    assert enabled_during == [False, False]
+    assert gc.isenabled()
+    assert refresher.latest() is not None
+
+
+def test_history_forgets_what_the_last_collection_did_not_record() -> None:
+    """`retain_recorded` (build_snapshot's way to forget gone partitions without a set of 150,000 keys)
+    keeps exactly what the last `record` sampled, also partitions kept apart after a missed collection."""
+    history = History(WINDOW)
+    keys = [("group", "g", "t", p) for p in range(4)]
+
+    def record(sampled: list[tuple[str, str, str, int]], now: float) -> None:
+        count = len(sampled)
+        history.record(sampled, np.full(count, 5), np.full(count, 1), np.full(count, math.nan), now)
+
+    record(keys, 1.0)
+    record(keys[:3], 2.0)  # partition 3 missed: kept apart
+    record([keys[0], keys[1], keys[3]], 3.0)  # 3 back (apart), 2 missed (apart now)
+    history.retain_recorded()
+    assert len(history) == 3
+    assert history.samples(keys[2]) == []
+    assert [sample.at for sample in history.samples(keys[3])] == [1.0, 3.0]
+    record(keys[:1], 4.0)
+    history.retain_recorded()
+    assert len(history) == 1 and [sample.at for sample in history.samples(keys[0])] == [1.0, 2.0, 3.0, 4.0]
 
 
 def test_failures_before_any_collection_are_not_stale_values() -> None:
