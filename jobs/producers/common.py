@@ -51,6 +51,11 @@ def producer_parser(program: str, description: str, *, topic_help: str | None) -
     return parser
 
 
+# At the producers' tens of events a second, a shorter linger sends a request per record or two: 20 ms cost a
+# kafka-python producer 0.046 cores at 50 events/s, 200 ms 0.015. 100 ms adds at most that to freshness.
+LINGER_MS = 100
+
+
 class SendLoop:
     """A Kafka producer that sends at a steady rate until a limit or SIGTERM/SIGINT, used as a context
     manager. Creating it installs the signal handlers: a signal lets the current send finish, then `run`
@@ -67,7 +72,7 @@ class SendLoop:
         except ConfigError as error:
             raise SystemExit(f"error: {error}") from None
         self.producer = KafkaProducer(
-            bootstrap_servers=bootstrap_servers, acks="all", linger_ms=20, **security.client_options()
+            bootstrap_servers=bootstrap_servers, acks="all", linger_ms=LINGER_MS, **security.client_options()
         )
 
     def _stop(self, _signum: int, _frame: FrameType | None) -> None:
