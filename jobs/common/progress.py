@@ -363,9 +363,10 @@ class ProgressListener:
 
     Spark's `PythonStreamingQueryListener` interface implemented directly through py4j, not through
     pyspark's `StreamingQueryListener`: pyspark turns every progress event into Python objects field by
-    field, dozens of py4j round trips per event (every source, state operator and duration map entry; the
-    observed metrics through class lookups that miss across Spark's whole classpath), all of it on the
-    driver's listener thread. The store keeps the progress JSON, which is two calls.
+    field, hundreds of py4j round trips per event (1,727 for 4 events of a stateful query with observed
+    metrics: every source, state operator and duration map entry; the observed metrics through class
+    lookups that miss across Spark's whole classpath), all of it on the driver's listener thread. The store
+    keeps the progress JSON, which is two calls.
     """
 
     def __init__(self, store: QueryProgressStore, shadow_groups: ShadowGroups | None = None) -> None:
