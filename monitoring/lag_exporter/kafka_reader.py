@@ -89,6 +89,9 @@ class KafkaReader:
         self._rd_admin: Any = None  # librdkafka's admin client, for metadata
         self._leaders: dict[TP, int] = {}  # leader node id per partition, from the latest partitions()
         self._commit_log: KafkaConsumer | None = None
+        # the partitions of the commit log in the metadata of the latest partitions() (none: not seen), so
+        # that its consumer need not ask for the metadata of every topic (decoded in Python)
+        self._commit_log_partitions: list[int] = []
         self._commit_times: dict[tuple[str, str, int], float] = {}
         self.cluster_id: str | None = None
 
@@ -136,6 +139,7 @@ class KafkaReader:
     def close(self) -> None:
         """Close every client; the next call reconnects."""
         self._rd_admin = None  # librdkafka's client has no close(): released with its last reference
+        self._commit_log_partitions = []  # the next cluster may be another one
         for name in ("_admin", "_commit_log"):
             client = getattr(self, name)
             setattr(self, name, None)
@@ -196,6 +200,10 @@ class KafkaReader:
         # One Metadata request for every topic (librdkafka asks for all at once when given none); topics
         # we may not Describe, or that are missing, are not in the answer or come with an error.
         metadata = self.rd_admin().list_topics(timeout=self._config.kafka_timeout)
+        commit_log = metadata.topics.get(COMMIT_LOG_TOPIC)
+        self._commit_log_partitions = (
+            sorted(commit_log.partitions) if commit_log is not None and commit_log.error is None else []
+        )
         result: dict[str, set[int]] = {}
         leaders: dict[TP, int] = {}
         for name in wanted:
@@ -341,7 +349,10 @@ class KafkaReader:
         if self._commit_log is None:
             consumer = self._consumer()
             try:
-                ids = consumer.partitions_for_topic(COMMIT_LOG_TOPIC)
+                # from the metadata partitions() read, when it had them: kafka-python's partitions_for_topic
+                # asks for the metadata of every topic and decodes it in Python (the consumer's set-up took
+                # 0.45 s of a first collection at 50,000 partitions with it, 0.13 s without)
+                ids = self._commit_log_partitions or consumer.partitions_for_topic(COMMIT_LOG_TOPIC)
                 if not ids:
                     # Kafka creates the topic with the first group's first commit: no commits yet.
                     consumer.close(autocommit=False, timeout_ms=1000)

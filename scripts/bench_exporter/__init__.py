@@ -28,7 +28,8 @@ repository at tag v1.9.0 (`go build -o /somewhere/kafka_exporter .`) and pass th
     .venv/bin/python -m scripts.bench_exporter --kafka-exporter /somewhere/kafka_exporter \
         --partitions 100,1000 --groups 1,10    # a quick run
 Writes JSON and a markdown table to --out (default .streamstack/bench/), and the raw results, compact, to
-benchmarks/exporter-<date>.json (named after the sizes when they are not the default ones).
+benchmarks/exporter-<date>[-<sizes>][-<label>].json (the sizes when they are not the default ones,
+--label when given).
 
 Setting up 50,000 partitions: a single broker here fails at ~19,500 partitions ("Too many open files" while
 applying the topics' metadata; the load producer then timed out on metadata), so the load runs on as many

@@ -161,12 +161,13 @@ def sizes_of(args: argparse.Namespace) -> list[Size]:
     return sorted(dict.fromkeys(chosen), key=lambda size: (size.partitions, size.groups))
 
 
-def raw_path(sizes: list[Size], date: str) -> Path:
-    """benchmarks/exporter-<date>.json for the default sizes, else named after the sizes."""
-    if sizes == DEFAULT_SIZES:
-        return REPO_ROOT / "benchmarks" / f"exporter-{date}.json"
-    named = "-".join(f"{size.partitions}x{size.groups}" for size in sizes)
-    return REPO_ROOT / "benchmarks" / f"exporter-{date}-{named}.json"
+def raw_path(sizes: list[Size], date: str, label: str = "") -> Path:
+    """benchmarks/exporter-<date>[-<sizes>][-<label>].json: the sizes named when they are not the default
+    ones, the label (what changed, say) when given, so that runs of one day do not overwrite each other."""
+    named = (
+        "" if sizes == DEFAULT_SIZES else "-" + "-".join(f"{size.partitions}x{size.groups}" for size in sizes)
+    )
+    return REPO_ROOT / "benchmarks" / f"exporter-{date}{named}{f'-{label}' if label else ''}.json"
 
 
 def machine() -> dict[str, Any]:
@@ -203,7 +204,7 @@ def versions(runtimes: Any) -> dict[str, str]:
     return found
 
 
-def main(argv: list[str] | None = None) -> int:
+def command_line() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench-exporter", description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=_numbers, help="with --groups: every combination")
     parser.add_argument("--groups", type=_numbers)
@@ -248,8 +249,15 @@ def main(argv: list[str] | None = None) -> int:
         "--raw",
         type=Path,
         default=None,
-        help="the raw results, compact, for committing (default benchmarks/exporter-<date>[-sizes].json)",
+        help="the raw results, compact, for committing "
+        "(default benchmarks/exporter-<date>[-sizes][-label].json)",
     )
+    parser.add_argument("--label", default="", help="appended to the raw results' default file name")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = command_line()
     args = parser.parse_args(argv)
     args.sizes = sizes_of(args)
     if any(size.partitions % PARTITIONS_PER_TOPIC or size.groups < 1 for size in args.sizes):
@@ -260,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "exporter.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out / "exporter.md").write_text(markdown(result))
-    raw = args.raw or raw_path(args.sizes, datetime.now(UTC).strftime("%Y-%m-%d"))
+    raw = args.raw or raw_path(args.sizes, datetime.now(UTC).strftime("%Y-%m-%d"), args.label)
     raw.parent.mkdir(parents=True, exist_ok=True)
     raw.write_text(json.dumps(result, separators=(",", ":")) + "\n")
     log(f"raw results: {raw}")

@@ -554,3 +554,36 @@ def test_latest_and_earliest_offsets_at_once_answer_what_list_partition_offsets_
     finally:
         admin.close()
         reader.close()
+
+
+def test_the_commit_log_is_read_from_its_end_without_asking_for_every_topic(
+    kafka: LocalKafka, topic_name: str, committer: Committer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit log's consumer takes the partitions of `__consumer_offsets` from the metadata that
+    `partitions()` read with librdkafka (kafka-python's `partitions_for_topic` asks for the metadata of every
+    topic and decodes it in Python: 0.2 s of a first collection at 20,000 partitions) and starts at the log's
+    end: a commit made before is not known, one made after is."""
+    kafka.create_topics([TopicSpec(topic_name, partitions=1)])
+    produce_to(kafka.bootstrap_servers, topic_name, 0, 3)
+    group = f"{topic_name}-group"
+    committer.commit(group, {(topic_name, 0): 1})
+    config = ExporterConfig(
+        bootstrap_servers=kafka.bootstrap_servers,
+        kafka_timeout=5.0,
+        groups=NameFilter.of([f"{topic_name}.*"]),
+    )
+
+    def every_topic(_consumer: KafkaConsumer, topic: str) -> set[int] | None:
+        raise AssertionError(f"the metadata of every topic asked for, for {topic}")
+
+    monkeypatch.setattr(KafkaConsumer, "partitions_for_topic", every_topic)
+    reader = KafkaReader(config)
+    try:
+        assert reader.partitions([topic_name]) == {topic_name: {0}}
+        assert (group, topic_name, 0) not in reader.commit_times(5.0)
+        committed_at = time.time()
+        committer.commit(group, {(topic_name, 0): 2})
+        wait_for(lambda: (group, topic_name, 0) in reader.commit_times(1.0), timeout=30, what="the commit")
+        assert reader.commit_times(1.0)[(group, topic_name, 0)] == pytest.approx(committed_at, abs=5.0)
+    finally:
+        reader.close()

@@ -21,7 +21,7 @@ from scripts.bench_exporter.load import (
     records_in,
     topic_name,
 )
-from scripts.bench_exporter.main import DEFAULT_SIZES, parse_sizes, raw_path, sizes_of
+from scripts.bench_exporter.main import DEFAULT_SIZES, command_line, parse_sizes, raw_path, sizes_of
 from scripts.bench_exporter.measure import GOAL_GROUPS, GOAL_PARTITIONS, goals, peer_latency
 
 
@@ -96,6 +96,15 @@ def test_sizes_from_the_command_line() -> None:
         "exporter-2026-11-26-10000x100-50000x500.json"
     )
     assert raw_path(DEFAULT_SIZES, "2026-11-26").parent.name == "benchmarks"
+
+
+def test_a_label_names_the_raw_results_so_that_runs_of_a_day_do_not_overwrite_each_other() -> None:
+    goal = parse_sizes("50000x500")
+    assert raw_path(goal, "2026-11-26", "commit-log").name == "exporter-2026-11-26-50000x500-commit-log.json"
+    assert raw_path(DEFAULT_SIZES, "2026-11-26", "quiet").name == "exporter-2026-11-26-quiet.json"
+    assert raw_path(goal, "2026-11-26", "") == raw_path(goal, "2026-11-26")
+    assert command_line().parse_args(["--sizes", "50000x500", "--label", "commit-log"]).label == "commit-log"
+    assert command_line().parse_args([]).label == ""
 
 
 def point(
