@@ -207,6 +207,14 @@ SECOND_ROUND = (
         runs=(STATELESS,),
     ),
     Variant(
+        "log-level-warn",
+        "logging",
+        "Spark's log level WARN (`spark.log.level`, propagated to executors): INFO events (a Kafka "
+        "consumer's seeks and offset resets, task starts and ends, checkpoint renames) are dropped at the "
+        "logger instead of being built and then filtered (measured 2026-11-26: no difference, not adopted)",
+        spark_conf={"spark.log.level": "WARN", "spark.executor.syncLogLevel.enabled": "true"},
+    ),
+    Variant(
         "state-combined",
         "state-combined",
         "the state levers measured as noise alone, combined: one shuffle partition, RocksDB with changelog "
