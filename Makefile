@@ -33,13 +33,19 @@ lint: $(STAMP) ## ruff (lint and format) and mypy
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-setup-all: $(STAMP) ## setup, plus helm and actionlint (go install) and checkov for the Kubernetes-side checks
+# helm and actionlint need Go and the standard library only, not the virtualenv: under `make --jobs=2` they
+# build while pip installs, which leaves most of a core idle.
+go-tools: ## build helm and actionlint with `go install` (part of setup-all)
+	$(PYTHON) -m streamstack.runtimes --go-tools
+
+setup-all: $(STAMP) go-tools ## setup, plus helm and actionlint (go install) and checkov for the Kubernetes-side checks
 	$(BIN)/streamstack setup --kubernetes-tools
 	$(BIN)/python -m jobs.jvm.build
 
 # Two pytest workers (2 cores): while one waits on a JVM, a broker or a watermark, the other runs; whole files
 # per worker, so a module's fixtures (a local stack, a broker) start once.
-test: setup-all lint ## lint, then the whole test suite on real Kafka, Spark, Prometheus, helm and checkov
+test: ## set up and lint (two at once), then the whole test suite on real Kafka, Spark, Prometheus, helm and checkov
+	$(MAKE) --jobs=2 setup-all lint
 	$(BIN)/pytest -n 2 --dist loadfile --durations=25
 
 dashboards: $(STAMP) ## regenerate the Grafana dashboards (monitoring/dashboards/generated/*.json) from code
@@ -69,4 +75,4 @@ bench-exporter: setup ## the lag exporter beside kafka_exporter (KAFKA_EXPORTER=
 lock: $(STAMP) ## re-pin every Python package after changing pyproject.toml
 	$(BIN)/pip freeze --exclude-editable | grep -v '^streamstack' > constraints.txt
 
-.PHONY: help setup setup-all up down status lint test lock dashboards
+.PHONY: help setup setup-all go-tools up down status lint test lock dashboards

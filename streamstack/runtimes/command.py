@@ -16,6 +16,17 @@ from streamstack.runtimes.locate import locate
 from streamstack.runtimes.tools import ensure_checkov, ensure_go_tools, locate_checkov, locate_go_tools
 
 
+def _go_tools_only(check: bool) -> int:
+    try:
+        go_tools = locate_go_tools() if check else ensure_go_tools()
+    except StreamstackError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    for name, path in go_tools.items():
+        print(f"{name:<12} {path}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m streamstack.runtimes",
@@ -30,7 +41,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also helm, actionlint and checkov (the chart, workflow and manifest checks need them)",
     )
+    parser.add_argument(
+        "--go-tools",
+        action="store_true",
+        help=(
+            "only helm and actionlint; runs on the standard library alone, so `make` builds them while pip "
+            "fills the virtualenv"
+        ),
+    )
     args = parser.parse_args(argv)
+    if args.go_tools:
+        return _go_tools_only(args.check)
     go_tools: dict[str, Path] = {}
     checkov: Path | None = None
     try:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -553,6 +555,22 @@ def test_helm_is_the_pinned_build(helm: Path) -> None:
     assert runtimes.locate_go_tools()["helm"] == helm
     result = run_helm(helm, ["version", "--template", "{{ .Version }}"])
     assert (result.returncode, result.stdout) == (0, "v3.22")
+
+
+def test_the_go_tools_step_runs_on_the_standard_library_alone(helm: Path) -> None:
+    """`make test` builds helm and actionlint with the machine's Python while pip fills the virtualenv, so
+    that step must not import a third-party package: here no site-packages at all (-S), no environment
+    (-E), and still the tools are found."""
+    base_python = getattr(sys, "_base_executable", sys.executable)
+    entry = (
+        f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from streamstack.runtimes.command import main; "
+    )
+    entry += "raise SystemExit(main(['--go-tools', '--check']))"
+    result = subprocess.run(
+        [base_python, "-S", "-E", "-c", entry], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"helm         {helm}" in result.stdout.splitlines()
 
 
 def test_setup_names_the_missing_tools(tmp_path: Path) -> None:
