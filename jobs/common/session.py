@@ -4,6 +4,8 @@ hold it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -63,3 +65,20 @@ def build_session(config: StreamingJobConfig) -> SparkSession:
     for key, value in session_conf(config).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+@contextmanager
+def sql_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Spark SQL settings for what runs or starts inside the block only; the previous values come back
+    afterwards. A streaming query keeps the settings it started with (it copies the session's)."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, earlier in previous.items():
+            if earlier is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, earlier)

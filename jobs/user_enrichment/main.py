@@ -7,25 +7,24 @@ Output: `--output-topic`, one record per valid view, keyed by the view's positio
         `<topic>/<partition>/<offset>`, value `{"user_id", "url", "event_time", "name", "country", "tier",
         "profile_updated_at"}`; the four profile fields are null when the user is unknown or deleted.
         Views are not deduplicated: the same view sent twice is enriched twice, under two keys.
-How:    one query, `<name>`, reads both topics and runs `foreachBatch`. The users table is NOT kept as
-        Spark state: each batch reads the users topic as a batch table, from its start up to the end
-        offsets this batch was planned with (Spark writes them to `<checkpoint>/offsets/<batch id>` before
-        the batch runs), keeps each user's last valid record and drops tombstones, and left-joins the
-        batch's views against it. A stream-stream join was rejected: it would join a view with every
-        profile version inside a time range rather than the latest, and it needs watermarks on event
-        times that a changelog does not have.
+How:    one query, `<name>`, reads both topics as streams (the users topic always from its start) and
+        keeps the users table as Spark state keyed by user (jobs.jvm.profile_table: flatMapGroupsWithState
+        in the JVM, the RocksDB state store with changelog checkpointing). Per user and batch it applies the
+        batch's valid profile changes in offset order, then emits the batch's views with the resulting
+        profile. A stream-stream join was rejected: it would join a view with every profile version inside
+        a time range rather than the latest, and it needs watermarks on event times that a changelog does
+        not have. Reading the users topic as a table in every batch (the job's first design) costs what the
+        table's size costs, in every batch.
 Which profile a view sees: a view processed in batch N is joined with, for its user_id, the last valid
         record of that key in the users topic below batch N's end offset (dead letters never count). So
         a view sees every profile change that reached Kafka before its batch was planned, including
         changes that arrived after the view within the same trigger interval, and none that arrived
         later; it is never re-enriched when the profile changes afterwards. Event times play no part:
         this is processing-time ("latest as of the batch") semantics, not an event-time temporal join.
-Re-runs: a batch re-run after a failure reads the same offsets, so it writes the same values under the
-        same keys (at-least-once, idempotent). This holds while the log cleaner has not compacted the users
-        topic past the batch's end in between; set the topic's min.compaction.lag.ms above the longest
-        expected outage.
-Cost:   every batch scans the whole users topic (compaction keeps it near one record per user). For
-        tables too large for that, keep the table as state with transformWithStateInPandas instead.
+Re-runs: a batch re-run after a failure reads the same offsets from the state of the batch before it, so it
+        writes the same values under the same keys (at-least-once, idempotent).
+Cost:   per batch, the batch's rows and the state of the users they touch; the first batch of a new
+        checkpoint reads the whole users topic into the state.
 Dead letters: malformed views and profiles (bad JSON, missing or mistyped fields, view event times out
         of range, profile records without a key (`missing_key`) or whose user_id differs from the key
         (`key_mismatch`)) go to `--dead-letter-topic` with the reason in headers (query
@@ -33,56 +32,67 @@ Dead letters: malformed views and profiles (bad JSON, missing or mistyped fields
         changelog reasons, which jobs.common.events does not list yet). A bad profile record leaves the
         user's previous version in place, until the log cleaner removes the versions it supersedes
         (compaction keeps the last record per key, bad or not).
-State:  `<checkpoint dir>/<query name>` per query: offsets and commits only; the table is the topic.
-Replay: start with a new --checkpoint-dir and a new --output-topic; --starting-offsets applies to both
-        topics, but the users table is always read from the start of the users topic.
+State:  `<checkpoint dir>/<query name>` per query: offsets, commits and (main query) the users table, one
+        row per existing user; tombstones remove it. The executors write it: the job is stateful. A
+        checkpoint of the earlier stateless version (commits, no state) is refused at start.
+Replay: start with a new --checkpoint-dir and a new --output-topic; --starting-offsets applies to the views,
+        the users table is always read from the start of the users topic.
 Metrics and how to run it: as every job (jobs.common.runner).
 """
 
 from __future__ import annotations
 
-from functools import partial
+from dataclasses import replace
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from jobs.common.changelog import changelog_table, current_profiles, start_changelog_queries
-from jobs.common.kafka_io import write_kafka_batch
-from jobs.common.offset_log import BatchOffsets
+from jobs.common.checkpoints import require_state_if_committed
+from jobs.common.events import read_decoded_stream, start_topics_dead_letter_query
+from jobs.common.kafka_io import write_kafka_stream
 from jobs.common.runner import StreamingJob
 from jobs.common.schemas import decode_page_views, decode_profiles
+from jobs.common.session import sql_settings
+from jobs.jvm.profile_table import enrich_with_profile_state
 from jobs.user_enrichment.config import EnrichmentJobConfig
 from jobs.user_enrichment.transforms import (
-    enrich_views,
     enriched_views_as_records,
     page_views_with_source,
+    profile_changes,
 )
 
-
-def enrich_batch(config: EnrichmentJobConfig, batch: DataFrame, offsets: BatchOffsets) -> None:
-    """`<name>`: a batch's views joined with the users table as of the batch's end offsets."""
-    streaming = config.streaming
-    profiles = changelog_table(
-        batch.sparkSession,
-        streaming,
-        config.users_topic,
-        offsets,
-        decode=decode_profiles,
-        current=current_profiles,
-    )
-    views = page_views_with_source(
-        decode_page_views(batch.where(F.col("topic") == config.views_topic), streaming.event_limits)
-    )
-    write_kafka_batch(
-        enriched_views_as_records(enrich_views(views, profiles)), streaming, config.output_topic
-    )
+# The users table can be large (a million users in the benchmark): RocksDB keeps it off the JVM heap, and
+# changelog checkpointing writes only a batch's changed rows. RocksDB's memory (memtables, block cache) is
+# native, outside the heap the pod's memory is sized around, so it is bounded per executor: 64 MiB fits the
+# dev pods' 224 MiB memoryOverhead (Pulumi.dev.yaml). For the main query alone.
+TABLE_STATE_SETTINGS = {
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
+    "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "64",
+}
 
 
 def start_queries(spark: SparkSession, config: EnrichmentJobConfig) -> list[StreamingQuery]:
     """Start every query of the job; tests call this with their own topics and checkpoint root."""
+    streaming = config.streaming
+    require_state_if_committed(spark, streaming.checkpoint_for(streaming.query_name), "the users table")
+    views = page_views_with_source(
+        read_decoded_stream(spark, streaming, config.views_topic, decode_page_views)
+    )
+    whole_table = replace(streaming, starting_offsets="earliest", starting_timestamp_ms=None)
+    changes = profile_changes(read_decoded_stream(spark, whole_table, config.users_topic, decode_profiles))
+    with sql_settings(spark, TABLE_STATE_SETTINGS):
+        main = write_kafka_stream(
+            enriched_views_as_records(enrich_with_profile_state(changes, views)),
+            streaming,
+            topic=config.output_topic,
+            output_mode="append",
+        )
     decoders = {config.views_topic: decode_page_views, config.users_topic: decode_profiles}
-    return start_changelog_queries(spark, config.streaming, decoders, partial(enrich_batch, config))
+    return [main, start_topics_dead_letter_query(spark, streaming, decoders)]
 
 
 JOB = StreamingJob("user-enrichment", EnrichmentJobConfig, start_queries, __doc__)

@@ -8,8 +8,6 @@ from pyspark.sql import functions as F
 from jobs.common.changelog import PROFILE_FIELDS
 from jobs.common.encoding import iso_millis, json_value, record_position
 
-# Re-exported for the tests that import it from here.
-
 
 def page_views_with_source(decoded_views: DataFrame) -> DataFrame:
     """The valid page views with `source`, their `<topic>/<partition>/<offset>` in Kafka."""
@@ -19,18 +17,15 @@ def page_views_with_source(decoded_views: DataFrame) -> DataFrame:
     )
 
 
-def enrich_views(views: DataFrame, profiles: DataFrame) -> DataFrame:
-    """Each view with its user's profile fields; null profile fields when the user is unknown or deleted.
-
-    `views` from `page_views_with_source`, `profiles` from `jobs.common.changelog.current_profiles`: a
-    left join on user id, so every view comes out exactly once (profiles has at most one row per user)."""
-    profiles = profiles.select(
-        F.col("user_id").alias("profile_user_id"),
-        *PROFILE_FIELDS,
-        F.col("updated_at").alias("profile_updated_at"),
-    )
-    return views.join(profiles, views["user_id"] == profiles["profile_user_id"], "left").select(
-        "source", "user_id", "url", "event_time", *PROFILE_FIELDS, "profile_updated_at"
+def profile_changes(decoded_profiles: DataFrame) -> DataFrame:
+    """The users changelog's valid records as changes to the table: user_id (the record key), position (the
+    offset: a user's changes share one partition), deleted (a tombstone), the profile fields and updated_at.
+    Dead letters change nothing."""
+    return decoded_profiles.where(F.col("dead_letter_reason").isNull()).select(
+        F.col("key").cast("string").alias("user_id"),
+        F.col("offset").alias("position"),
+        F.col("value").isNull().alias("deleted"),
+        *[F.col("event").getField(name).alias(name) for name in (*PROFILE_FIELDS, "updated_at")],
     )
 
 

@@ -90,6 +90,7 @@ def test_catalogue_knows_which_jobs_are_stateful_and_an_entry_may_say_so() -> No
         "view-bursts",
         "ad-attribution",
         "order-state",
+        "user-enrichment",
     }
     overridden = load_config("dev", jobs=[{"name": "user-view", "stateful": True}])
     assert overridden.jobs[0].stateful
@@ -220,7 +221,7 @@ def test_guard_stateful_job_on_a_driver_only_volume() -> None:
 
 
 def test_stateless_jobs_may_keep_driver_only_checkpoints_on_many_nodes() -> None:
-    stateless = [{"name": "user-enrichment"}, {"name": "user-view"}]
+    stateless = [{"name": "user-view"}]
     config = load_config(
         "dev",
         cluster={"nodes": 3},

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -20,6 +19,7 @@ from pyspark.sql import functions as F
 from jobs.common.config import EventLimits
 from jobs.common.events import DECODE_REASONS, EventField, EventSchema, decode_events_sql
 from jobs.common.schemas import CLICK, IMPRESSION, ORDER, PAGE_VIEW, USER_PROFILE
+from jobs.common.session import sql_settings
 from jobs.jvm.decoder import decode_events_jvm, register_decoder
 from scripts.bench_windows.records import classification_samples
 
@@ -259,26 +259,11 @@ def _records(spark: SparkSession, schema: EventSchema, seed: int) -> DataFrame:
     )
 
 
-@contextmanager
-def _sql_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
-    previous = {key: spark.conf.get(key) for key in settings}
-    try:
-        for key, value in settings.items():
-            spark.conf.set(key, value)
-        yield
-    finally:
-        for key, old in previous.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
-
-
 def test_jvm_decoder_is_generated_code_and_interprets_alike(spark: SparkSession) -> None:
     records = _records(spark, MIXED, seed=29).cache()
     # Generated code only: a decoder whose code did not compile would fail here rather than fall back.
     generated_only = {"spark.sql.codegen.fallback": "false", "spark.sql.codegen.factoryMode": "CODEGEN_ONLY"}
-    with _sql_conf(spark, generated_only):
+    with sql_settings(spark, generated_only):
         decoded = decode_events_jvm(records, MIXED, LIMITS)
         # The decoder expression itself (not a UDF named after it), in a whole-stage code generation stage.
         plan = decoded._jdf.queryExecution().executedPlan().toString()
@@ -290,7 +275,7 @@ def test_jvm_decoder_is_generated_code_and_interprets_alike(spark: SparkSession)
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     }
-    with _sql_conf(spark, interpreted_only):
+    with sql_settings(spark, interpreted_only):
         interpreted = _rows(decode_events_jvm(records, MIXED, LIMITS))
     records.unpersist()
 

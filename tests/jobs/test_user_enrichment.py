@@ -21,10 +21,12 @@ from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from jobs.common.changelog import current_profiles
+from jobs.common.checkpoints import CheckpointError
 from jobs.common.config import EventLimits
+from jobs.common.kafka_io import read_kafka_stream
 from jobs.common.schemas import decode_profiles
 from jobs.user_enrichment.config import EnrichmentJobConfig
-from jobs.user_enrichment.main import start_queries
+from jobs.user_enrichment.main import TABLE_STATE_SETTINGS, start_queries
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.jobs.streaming_helpers import (
     create_job_topics,
@@ -346,7 +348,7 @@ def test_views_carry_the_profile_as_of_their_batch(
     }
 
     # A batch re-run after a failure writes the same records again, even though the users table has moved
-    # on since: it reads the users topic only up to the batch's own end offsets.
+    # on since: it replays the batch's own offsets on the state the batch before it left.
     last = forget_last_commit(checkpoint)
     users += produce(bootstrap, users_topic, [profile("alice", "Alice", "FR", "platinum", 50)])
     with running(start_queries(spark, job_config)) as queries:
@@ -363,6 +365,63 @@ def test_views_carry_the_profile_as_of_their_batch(
         rerun
     )
     assert latest_per_key(after) == expected_enriched(views, users, batch_ends(checkpoint), now) == expected
+
+
+def test_the_table_is_state_of_the_main_query_alone_and_a_restart_keeps_it(
+    spark: SparkSession, kafka: LocalKafka, job_config: EnrichmentJobConfig
+) -> None:
+    bootstrap = kafka.bootstrap_servers
+    streaming = job_config.streaming
+    produce(
+        bootstrap,
+        job_config.users_topic,
+        [profile("alice", "Alice", "FR", "gold", 1), profile("bob", "Bob", "DE", "free", 2), deleted("bob")],
+    )
+    before = {key: spark.conf.get(key, None) for key in TABLE_STATE_SETTINGS}
+    with running(start_queries(spark, job_config)) as queries:
+        process_all(queries)
+    # The state store settings reach the main query, and only it: the session keeps its own.
+    assert {key: spark.conf.get(key, None) for key in TABLE_STATE_SETTINGS} == before
+    rocksdb = TABLE_STATE_SETTINGS["spark.sql.streaming.stateStore.providerClass"]
+
+    def provider(query_name: str) -> object:
+        offsets = Path(streaming.checkpoint_for(query_name)) / "offsets" / "0"
+        conf = json.loads(offsets.read_text().splitlines()[1])["conf"]
+        return conf.get("spark.sql.streaming.stateStore.providerClass")
+
+    assert provider(streaming.query_name) == rocksdb
+    assert provider(f"{streaming.query_name}.dead-letters") not in (rocksdb, None)
+
+    views = produce(bootstrap, job_config.views_topic, [view("alice", "/a", 5), view("bob", "/b", 6)])
+    with running(start_queries(spark, job_config)) as queries:
+        process_all(queries)
+        rows_read = input_rows(queries)
+    # After the restart the users topic is not read again: the table comes from the state.
+    assert rows_read[streaming.query_name] == len(views)
+    enriched = latest_per_key(read_records(bootstrap, job_config.output_topic))
+    assert enriched[views[0].position]["tier"] == "gold"
+    assert enriched[views[1].position]["name"] is None  # bob was deleted
+
+
+def test_a_checkpoint_of_the_stateless_version_is_refused_at_start(
+    spark: SparkSession, kafka: LocalKafka, job_config: EnrichmentJobConfig
+) -> None:
+    """The job's earlier version kept no state (a query over both topics that read the users table in every
+    batch); resumed, its checkpoint would give an empty users table. Such a checkpoint has committed batches
+    and no state."""
+    streaming = job_config.streaming
+    produce(kafka.bootstrap_servers, job_config.views_topic, [view("alice", "/a", 5)])
+    stateless = (
+        read_kafka_stream(spark, streaming, [job_config.views_topic, job_config.users_topic])
+        .writeStream.format("noop")
+        .option("checkpointLocation", streaming.checkpoint_for(streaming.query_name))
+        .start()
+    )
+    with running([stateless]):
+        stateless.processAllAvailable()
+    with pytest.raises(CheckpointError, match=r"committed batches but no state \(the users table\)"):
+        start_queries(spark, job_config)
+    assert not spark.streams.active
 
 
 def test_profile_table_is_the_last_valid_record_per_user(spark: SparkSession) -> None:
