@@ -57,7 +57,7 @@ bench-jobs: setup ## the window job beside Spark's ceiling, textbook PySpark, Qu
 bench-local: setup ## the local stack at its defaults, ~11 min: utilization, lag, alerts vs goals (BENCH_ARGS=flags)
 	$(BIN)/python -m scripts.bench_local $(BENCH_ARGS)
 
-bench-tables: setup ## user-enrichment's batch duration at 10k, 100k and 1M users, ~7 min (BENCH_ARGS=flags)
+bench-tables: setup ## user-enrichment's (or --job user-view's) batch duration at 10k, 100k and 1M users, ~7 min (BENCH_ARGS=flags)
 	$(BIN)/python -m scripts.bench_tables $(BENCH_ARGS)
 
 bench-stateful: setup ## view-bursts and order-state (applyInPandasWithState): events/s and state bytes per key (BENCH_ARGS=flags)

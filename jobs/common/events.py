@@ -350,18 +350,24 @@ def start_dead_letter_query(
 
 
 def read_decoded_stream(
-    spark: SparkSession, config: StreamingJobConfig, topic: str, decode: Decoder
+    spark: SparkSession,
+    config: StreamingJobConfig,
+    topic: str,
+    decode: Decoder,
+    *,
+    include_headers: bool = False,
 ) -> DataFrame:
     """A topic read as a stream of its own and decoded: each record with a typed event or a dead-letter
-    reason."""
-    return decode(read_kafka_stream(spark, config, [topic]), config.event_limits)
+    reason (and its Kafka `headers` when asked for)."""
+    records = read_kafka_stream(spark, config, [topic], include_headers=include_headers)
+    return decode(records, config.event_limits)
 
 
 def start_topics_dead_letter_query(
     spark: SparkSession, config: StreamingJobConfig, decoders: Mapping[str, Decoder]
 ) -> StreamingQuery:
-    """The dead-letter query of a job whose main query does not decode its topics as streams (it reads
-    them in foreachBatch): each topic is read as its own source and decoded by its decoder. Two filtered
+    """The dead-letter query of a job that reads several topics, its own query: each topic is read as its
+    own source and decoded by its decoder. Two filtered
     branches of one source would each scan it, and Spark would count every record twice as input."""
     return start_dead_letter_query(
         config,

@@ -1,8 +1,9 @@
 """JVM code the jobs call from Spark SQL: `EventDecoder`, every dead-letter check of
 `jobs.common.events.decode_events` in one pass (Java, Jackson's streaming parser), which Spark calls as a
-Catalyst expression, `DecodeExpression` (registered per session in its function registry); and
-`ProfileTable`, user-enrichment's users table as state keyed by user (`flatMapGroupsWithState`,
-jobs.jvm.profile_table).
+Catalyst expression, `DecodeExpression` (registered per session in its function registry); and the tables
+that jobs keep as state (`flatMapGroupsWithState`): `ProfileTable`, user-enrichment's users table
+(jobs.jvm.profile_table), and `UserViewTables`, user-view's orders and users (jobs.jvm.user_view_tables).
+jobs.jvm.gateway hands them their DataFrames.
 
 The jar is built from `src/` against pyspark's own jars (`python -m jobs.jvm.build`, run by `make setup`),
 into the local cache for local runs and tests, and into Spark's jars folder in the jobs image. Both places

@@ -21,6 +21,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.jvm import EXPRESSION_CLASS
+from jobs.jvm.gateway import jvm_class
 
 if TYPE_CHECKING:  # jobs.common.events decodes with this module
     from jobs.common.config import EventLimits
@@ -54,17 +55,8 @@ def register_decoder(spark: SparkSession, schema: EventSchema, limits: EventLimi
     (a temporary function of (value, timestamp)); its function name."""
     spec = decoder_spec(schema, limits)
     name = f"streamstack_decode_{hashlib.sha256(spec.encode()).hexdigest()[:16]}"
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    expression = getattr(jvm, EXPRESSION_CLASS)
-    registry = spark._jsparkSession.sessionState().functionRegistry()
-    try:
-        expression.register(registry, name, spec)
-    except TypeError as error:  # py4j: a JavaPackage, not a class, when the jar is not on the classpath
-        raise RuntimeError(
-            f"{EXPRESSION_CLASS} is not on the Spark driver's classpath: build the jar "
-            "(`python -m jobs.jvm.build`) and add it to spark.jars"
-        ) from error
+    expression = jvm_class(spark, EXPRESSION_CLASS)
+    expression.register(spark._jsparkSession.sessionState().functionRegistry(), name, spec)
     return name
 
 

@@ -12,8 +12,10 @@ Needs the jobs' jar on the classpath of the driver and the executors, as `jobs.j
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+
+from jobs.jvm.gateway import in_columns, jvm_class
 
 PROFILE_TABLE_CLASS = "streamstack.jvm.ProfileTable"
 
@@ -33,21 +35,6 @@ CHANGE_COLUMNS = {
 }
 
 
-def _as_changes(rows: DataFrame, *, is_view: bool) -> DataFrame:
-    """`rows` in ProfileTable's input columns: the ones it lacks null, timestamps as microseconds (Java sees
-    plain longs)."""
-    present = set(rows.columns)
-
-    def column(name: str, kind: str) -> Column:
-        if name == "is_view":
-            return F.lit(is_view)
-        if name not in present:
-            return F.lit(None).cast("long" if kind == "timestamp" else kind)
-        return F.unix_micros(F.col(name)) if kind == "timestamp" else F.col(name)
-
-    return rows.select(*[column(name, kind).alias(name) for name, kind in CHANGE_COLUMNS.items()])
-
-
 def enrich_with_profile_state(profile_changes: DataFrame, views: DataFrame) -> DataFrame:
     """Each view with its user's profile as the state holds it after the batch's changes.
 
@@ -55,16 +42,10 @@ def enrich_with_profile_state(profile_changes: DataFrame, views: DataFrame) -> D
     only. `views`: source, user_id, url, event_time. Returns source, user_id, url, event_time, the profile
     fields and profile_updated_at (null when the user is unknown or deleted)."""
     spark = views.sparkSession
-    changes = _as_changes(profile_changes, is_view=False).unionByName(_as_changes(views, is_view=True))
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    try:
-        enriched = getattr(jvm, PROFILE_TABLE_CLASS).enrich(changes._jdf)
-    except TypeError as error:  # py4j: a JavaPackage, not a class, when the jar is not on the classpath
-        raise RuntimeError(
-            f"{PROFILE_TABLE_CLASS} is not on the Spark driver's classpath: build the jar "
-            "(`python -m jobs.jvm.build`) and add it to spark.jars"
-        ) from error
+    changes = in_columns(profile_changes, CHANGE_COLUMNS, {"is_view": False}).unionByName(
+        in_columns(views, CHANGE_COLUMNS, {"is_view": True})
+    )
+    enriched = jvm_class(spark, PROFILE_TABLE_CLASS).enrich(changes._jdf)
     return DataFrame(enriched, spark).withColumns(
         {
             "event_time": F.timestamp_micros("event_time"),

@@ -30,8 +30,9 @@ Dead letters: malformed views and profiles (bad JSON, missing or mistyped fields
         (`key_mismatch`)) go to `--dead-letter-topic` with the reason in headers (query
         `<name>.dead-letters`), counted in `streamstack_query_dead_letters_total{reason}` (except the two
         changelog reasons, which jobs.common.events does not list yet). A bad profile record leaves the
-        user's previous version in place, until the log cleaner removes the versions it supersedes
-        (compaction keeps the last record per key, bad or not).
+        user's previous version in place. A replay into a new checkpoint reads the compacted users topic,
+        which keeps the last record per key, bad or not: there a bad record hides the versions the log
+        cleaner removed before it.
 State:  `<checkpoint dir>/<query name>` per query: offsets, commits and (main query) the users table, one
         row per existing user; tombstones remove it. The executors write it: the job is stateful. A
         checkpoint of the earlier stateless version (commits, no state) is refused at start.
@@ -52,7 +53,7 @@ from jobs.common.events import read_decoded_stream, start_topics_dead_letter_que
 from jobs.common.kafka_io import write_kafka_stream
 from jobs.common.runner import StreamingJob
 from jobs.common.schemas import decode_page_views, decode_profiles
-from jobs.common.session import sql_settings
+from jobs.common.session import TABLE_STATE_SETTINGS, sql_settings
 from jobs.jvm.profile_table import enrich_with_profile_state
 from jobs.user_enrichment.config import EnrichmentJobConfig
 from jobs.user_enrichment.transforms import (
@@ -60,19 +61,6 @@ from jobs.user_enrichment.transforms import (
     page_views_with_source,
     profile_changes,
 )
-
-# The users table can be large (a million users in the benchmark): RocksDB keeps it off the JVM heap, and
-# changelog checkpointing writes only a batch's changed rows. RocksDB's memory (memtables, block cache) is
-# native, outside the heap the pod's memory is sized around, so it is bounded per executor: 64 MiB fits the
-# dev pods' 224 MiB memoryOverhead (Pulumi.dev.yaml). For the main query alone.
-TABLE_STATE_SETTINGS = {
-    "spark.sql.streaming.stateStore.providerClass": (
-        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-    ),
-    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-    "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
-    "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": "64",
-}
 
 
 def start_queries(spark: SparkSession, config: EnrichmentJobConfig) -> list[StreamingQuery]:

@@ -1,5 +1,5 @@
-"""Pure DataFrame -> DataFrame steps of the user view job: build the view from the changelogs, diff it
-against what the view topic holds."""
+"""Pure DataFrame -> DataFrame steps of the user view job: both changelogs as changes to their tables, the
+changed view rows as records, and what of them the view topic does not hold yet."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from contracts.record_headers import SOURCE_COMMIT_HEADER
-from jobs.common.changelog import PROFILE_FIELDS, current_rows
+from jobs.common.changelog import PROFILE_FIELDS
 from jobs.common.encoding import iso_millis, json_value
 from jobs.common.progress import OBSERVED_SOURCE_COMMITS
 from jobs.common.schemas import as_amount
@@ -35,50 +35,55 @@ def observe_source_commits(records: DataFrame) -> DataFrame:
     )
 
 
-def current_orders(decoded_orders: DataFrame) -> DataFrame:
-    """The orders table: order_id, user_id, amount (as `AMOUNT_TYPE`), status, updated_at of each order
-    that exists (its last version; deleted orders left out)."""
-    return current_rows(decoded_orders).select(
-        F.col("record_key").alias("order_id"),
+def table_changes(decoded_profiles: DataFrame, decoded_orders: DataFrame) -> DataFrame:
+    """Both changelogs' records as changes to their tables, in one frame (jobs.jvm.user_view_tables'
+    columns): is_order, record_key (the user or order id), position (the offset: a row's changes share one
+    partition), deleted (a tombstone), user_id (a profile's own id, an order's user), the profile fields,
+    amount (as `AMOUNT_TYPE`), updated_at; plus `dead_letter_reason` (only records without one change a
+    table) and `headers`."""
+    event = F.col("event")
+
+    def changes(decoded: DataFrame, *, is_order: bool, fields: dict[str, Column]) -> DataFrame:
+        return decoded.select(
+            F.lit(is_order).alias("is_order"),
+            F.col("key").cast("string").alias("record_key"),
+            F.col("offset").alias("position"),
+            F.col("value").isNull().alias("deleted"),
+            *[column.alias(name) for name, column in fields.items()],
+            event.getField("updated_at").alias("updated_at"),
+            "dead_letter_reason",
+            "headers",
+        )
+
+    profiles = changes(
+        decoded_profiles,
+        is_order=False,
+        fields={
+            "user_id": F.col("key").cast("string"),
+            **{name: event.getField(name) for name in PROFILE_FIELDS},
+        },
+    )
+    orders = changes(
+        decoded_orders,
+        is_order=True,
+        fields={"user_id": event.getField("user_id"), "amount": as_amount(event.getField("amount"))},
+    )
+    return profiles.unionByName(orders, allowMissingColumns=True)
+
+
+def user_view_as_records(rows: DataFrame) -> DataFrame:
+    """Kafka key: the user id; value: the row as JSON (the same row always encodes to the same text), or
+    null (a tombstone) for a user who is not `present`."""
+    row = json_value(
         "user_id",
-        as_amount(F.col("amount")).alias("amount"),
-        "status",
-        "updated_at",
+        "name",
+        "country",
+        "tier",
+        "order_count",
+        F.col("order_total").cast("double").alias("order_total"),
+        iso_millis("updated_at").alias("updated_at"),
     )
-
-
-def user_view(profiles: DataFrame, orders: DataFrame) -> DataFrame:
-    """One row per existing user: the profile, the count and total of the user's existing orders (every
-    status counts), and updated_at, the latest updated_at of the profile and those orders. Orders of users
-    without a profile are in no row until the profile appears."""
-    per_user = orders.groupBy(F.col("user_id").alias("order_user_id")).agg(
-        F.count(F.lit(1)).alias("order_count"),
-        F.sum("amount").alias("order_total"),
-        F.max("updated_at").alias("orders_updated_at"),
-    )
-    return profiles.join(per_user, profiles["user_id"] == per_user["order_user_id"], "left").select(
-        "user_id",
-        *PROFILE_FIELDS,
-        F.coalesce(F.col("order_count"), F.lit(0)).alias("order_count"),
-        F.coalesce(F.col("order_total"), F.lit(0)).cast("double").alias("order_total"),
-        F.greatest(F.col("updated_at"), F.col("orders_updated_at")).alias("updated_at"),
-    )
-
-
-def user_view_as_records(view: DataFrame) -> DataFrame:
-    """Kafka key: the user id; value: the row as JSON (the same row always encodes to the same text)."""
-    return view.select(
-        F.col("user_id").alias("key"),
-        json_value(
-            "user_id",
-            "name",
-            "country",
-            "tier",
-            "order_count",
-            "order_total",
-            iso_millis("updated_at").alias("updated_at"),
-        ),
-    )
+    return rows.select(F.col("user_id").alias("key"), F.when(F.col("present"), row).alias("value"))
 
 
 def stored_view(view_topic_records: DataFrame) -> DataFrame:
@@ -90,15 +95,12 @@ def stored_view(view_topic_records: DataFrame) -> DataFrame:
     )
 
 
-def view_changes(view_records: DataFrame, stored: DataFrame) -> DataFrame:
-    """The records that make the view topic hold `view_records`: the rows that are new or differ from the
-    stored value, and a tombstone (null value) for each stored row whose user no longer exists."""
+def not_yet_stored(view_records: DataFrame, stored: DataFrame) -> DataFrame:
+    """The records the view topic does not hold yet: rows whose stored value differs or is missing, and
+    tombstones for rows the topic still holds. What a batch re-run after a failure still has to write."""
     new, old = view_records.alias("new"), stored.alias("old")
     return (
-        new.join(old, F.col("new.key") == F.col("old.key"), "full_outer")
+        new.join(old, F.col("new.key") == F.col("old.key"), "left")
         .where(~F.col("new.value").eqNullSafe(F.col("old.value")))
-        .select(
-            F.coalesce(F.col("new.key"), F.col("old.key")).alias("key"),
-            F.col("new.value").alias("value"),
-        )
+        .select("new.key", "new.value")
     )

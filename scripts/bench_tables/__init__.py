@@ -1,4 +1,5 @@
-"""Benchmark of user-enrichment's batch cost against the users table's size (issue 16, goal 3).
+"""Benchmark of the table jobs' batch cost against the tables' size (issue 16, goal 3): user-enrichment
+(default) or, with --job user-view, user-view.
 
 For each table size (--sizes, default 10k, 100k and 1M users) it creates fresh topics on a real Kafka
 (`LocalKafka`, its own work directory, free ports on 127.0.0.1), preloads the users topic with one profile
@@ -12,12 +13,17 @@ table's "table read s"); --warm-batches (3) more are skipped, then the next --me
 main-query batches count: their `durationMs.triggerExecution` median and p90 (and `addBatch`, input rows)
 are what the table reports, per size and design.
 
-The design measured is the job's current `jobs/user_enrichment/main.py`, or with --job-module the
+For user-view the orders topic is preloaded too, with one order per user, and the first rate sends order
+changes instead of views (an update of a preloaded order, one in ten moved to another user; one change in
+ten a delete), at the same 100 per second, with the same 10 profile changes per second.
+
+The design measured is the job's current `jobs/<job>/main.py`, or with --job-module the
 `start_queries` of another copy of it (e.g. the stateless design before issue 16:
 `git show 17a4ecfa9b26:jobs/user_enrichment/main.py > /tmp/old.py`),
 named by --label. Results are merged by (label, size) into benchmarks/tables-<date>.json (machine, versions,
 settings, every measured batch), and the markdown table of every label in that file is printed.
 
     make bench-tables                                                          # the current design
+    make bench-tables BENCH_ARGS="--job user-view --label user-view-state"
     .venv/bin/python -m scripts.bench_tables --label old --job-module /tmp/old.py --sizes 10000,100000
 """

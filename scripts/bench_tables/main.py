@@ -29,7 +29,9 @@ from pyspark.sql.streaming.query import StreamingQuery
 from jobs.common.config import StreamingJobConfig
 from jobs.common.session import jvm_jars
 from jobs.user_enrichment.config import EnrichmentJobConfig
-from jobs.user_enrichment.main import start_queries
+from jobs.user_enrichment.main import start_queries as start_enrichment
+from jobs.user_view.config import UserViewJobConfig
+from jobs.user_view.main import start_queries as start_user_view
 from scripts import bench_tables
 from scripts.bench_local.sampling import machine, versions
 from streamstack import runtimes as runtime_cache
@@ -41,7 +43,9 @@ RESULTS_DIR = REPO_ROOT / "benchmarks"
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 TRIGGER = "2 seconds"
 SHUFFLE_PARTITIONS = 4
-StartQueries = Callable[[SparkSession, EnrichmentJobConfig], list[StreamingQuery]]
+JobConfig = EnrichmentJobConfig | UserViewJobConfig
+StartQueries = Callable[[SparkSession, Any], list[StreamingQuery]]
+JOBS = ("user-enrichment", "user-view")
 
 
 def log(line: str) -> None:
@@ -56,14 +60,19 @@ def iso_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def load_start_queries(job_module: Path | None) -> StartQueries:
+def order_id(index: int) -> str:
+    return f"order-{index:07d}"
+
+
+def load_start_queries(job: str, job_module: Path | None) -> StartQueries:
     """`start_queries` of the job's current main module, or of a copy of it (another design)."""
     if job_module is None:
-        return start_queries
+        return start_enrichment if job == "user-enrichment" else start_user_view
     spec = importlib.util.spec_from_file_location("bench_tables_job", job_module)
     if spec is None or spec.loader is None:
         raise SystemExit(f"--job-module {job_module}: not a Python file")
     module: ModuleType = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     loaded: StartQueries = module.start_queries
     return loaded
@@ -115,6 +124,35 @@ def preload_users(spark: SparkSession, bootstrap: str, topic: str, size: int) ->
             )
         ).alias("value"),
     )
+    write_records(records, bootstrap, topic)
+    return time.monotonic() - started
+
+
+def preload_orders(spark: SparkSession, bootstrap: str, topic: str, size: int) -> float:
+    """One order per user (`order-N` of `user-N`), written by a Spark batch job; the seconds it took."""
+    started = time.monotonic()
+    orders = spark.range(size).select(
+        F.format_string("order-%07d", F.col("id")).alias("order_id"),
+        F.format_string("user-%07d", F.col("id")).alias("user_id"),
+        (F.col("id") % 1000 / 10).alias("amount"),
+    )
+    records = orders.select(
+        F.col("order_id").alias("key"),
+        F.to_json(
+            F.struct(
+                "order_id",
+                "user_id",
+                "amount",
+                F.lit("placed").alias("status"),
+                F.lit("2026-01-01T00:00:00.000Z").alias("updated_at"),
+            )
+        ).alias("value"),
+    )
+    write_records(records, bootstrap, topic)
+    return time.monotonic() - started
+
+
+def write_records(records: Any, bootstrap: str, topic: str) -> None:
     (
         records.write.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -123,14 +161,22 @@ def preload_users(spark: SparkSession, bootstrap: str, topic: str, size: int) ->
         .option("topic", topic)
         .save()
     )
-    return time.monotonic() - started
 
 
 class ChangeRate(threading.Thread):
-    """Views and profile changes for random known users at a fixed rate, sent every 0.5 s."""
+    """Two kinds of record for random known users at fixed rates, sent every 0.5 s: the first topic gets
+    page views (user-enrichment) or order changes (user-view: an update, a move to another user, or one in
+    ten a delete, of a preloaded order), the second profile changes."""
 
     def __init__(
-        self, bootstrap: str, topics: tuple[str, str], size: int, *, views: float, changes: float
+        self,
+        bootstrap: str,
+        topics: tuple[str, str],
+        size: int,
+        *,
+        views: float,
+        changes: float,
+        orders: bool = False,
     ) -> None:
         super().__init__(daemon=True)
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
@@ -140,6 +186,7 @@ class ChangeRate(threading.Thread):
         self.stopping = threading.Event()
         self.sent = [0, 0]
         self.random = random.Random(size)
+        self.orders = orders
 
     def run(self) -> None:
         views_topic, users_topic = self.topics
@@ -149,6 +196,9 @@ class ChangeRate(threading.Thread):
             for index, (topic, rate) in enumerate(zip((views_topic, users_topic), self.rates, strict=True)):
                 while self.sent[index] < elapsed * rate:
                     user = user_id(self.random.randrange(self.size))
+                    if index == 0 and self.orders:
+                        self.send_order_change(topic)
+                        continue
                     if index == 0:
                         body = {"user_id": user, "url": f"/p/{self.sent[0] % 97}", "event_time": iso_now()}
                     else:
@@ -163,6 +213,23 @@ class ChangeRate(threading.Thread):
                     self.sent[index] += 1
             self.producer.flush()
             self.stopping.wait(0.5)
+
+    def send_order_change(self, topic: str) -> None:
+        index = self.random.randrange(self.size)
+        order = order_id(index)
+        if self.random.random() < 0.1:
+            self.producer.send(topic, key=order.encode(), value=None)
+        else:
+            owner = index if self.random.random() < 0.9 else self.random.randrange(self.size)
+            body = {
+                "order_id": order,
+                "user_id": user_id(owner),
+                "amount": self.random.randrange(1, 100_000) / 100,
+                "status": self.random.choice(("placed", "paid", "shipped")),
+                "updated_at": iso_now(),
+            }
+            self.producer.send(topic, key=order.encode(), value=json.dumps(body).encode())
+        self.sent[0] += 1
 
     def stop(self) -> None:
         self.stopping.set()
@@ -180,41 +247,59 @@ def measure_size(
     workdir: Path,
 ) -> dict[str, Any]:
     prefix = f"bench-{size}-{int(time.time())}"
-    config = EnrichmentJobConfig(
-        streaming=StreamingJobConfig(
-            query_name="user-enrichment",
-            bootstrap_servers=kafka.bootstrap_servers,
-            checkpoint_dir=str(workdir / prefix / "checkpoints"),
-            metrics_port=0,
-            trigger_interval=TRIGGER,
-            shuffle_partitions=SHUFFLE_PARTITIONS,
-            dead_letter_topic=f"{prefix}-dead-letters",
-            shadow_group_prefix=None,
-        ),
-        views_topic=f"{prefix}-views",
-        users_topic=f"{prefix}-users",
-        output_topic=f"{prefix}-enriched",
+    streaming = StreamingJobConfig(
+        query_name=args.job,
+        bootstrap_servers=kafka.bootstrap_servers,
+        checkpoint_dir=str(workdir / prefix / "checkpoints"),
+        metrics_port=0,
+        trigger_interval=TRIGGER,
+        shuffle_partitions=SHUFFLE_PARTITIONS,
+        dead_letter_topic=f"{prefix}-dead-letters",
+        shadow_group_prefix=None,
     )
+    config: JobConfig
+    if args.job == "user-enrichment":
+        config = EnrichmentJobConfig(
+            streaming=streaming,
+            views_topic=f"{prefix}-views",
+            users_topic=f"{prefix}-users",
+            output_topic=f"{prefix}-enriched",
+        )
+        rated_topic, topics = config.views_topic, [TopicSpec(config.views_topic, partitions=4)]
+        output = TopicSpec(config.output_topic, partitions=4)
+    else:
+        config = UserViewJobConfig(
+            streaming=streaming,
+            users_topic=f"{prefix}-users",
+            orders_topic=f"{prefix}-orders",
+            output_topic=f"{prefix}-user-view",
+        )
+        rated_topic = config.orders_topic
+        topics = [TopicSpec(config.orders_topic, partitions=2, compact=True)]
+        output = TopicSpec(config.output_topic, partitions=2, compact=True)
     kafka.create_topics(
         [
-            TopicSpec(config.views_topic, partitions=4),
+            *topics,
             TopicSpec(config.users_topic, partitions=2, compact=True),
-            TopicSpec(config.output_topic, partitions=4),
-            TopicSpec(config.streaming.dead_letter_topic),
+            output,
+            TopicSpec(streaming.dead_letter_topic),
         ]
     )
     log(f"{size} users: preloading {config.users_topic}")
     preload_seconds = preload_users(spark, kafka.bootstrap_servers, config.users_topic, size)
+    if isinstance(config, UserViewJobConfig):
+        preload_seconds += preload_orders(spark, kafka.bootstrap_servers, config.orders_topic, size)
     log(f"{size} users: preloaded in {preload_seconds:.1f} s; starting the job")
     started = time.monotonic()
     queries = start(spark, config)
-    main_query = next(query for query in queries if query.name == "user-enrichment")
+    main_query = next(query for query in queries if query.name == args.job)
     rate = ChangeRate(
         kafka.bootstrap_servers,
-        (config.views_topic, config.users_topic),
+        (rated_topic, config.users_topic),
         size,
         views=args.views_per_second,
         changes=args.changes_per_second,
+        orders=isinstance(config, UserViewJobConfig),
     )
     progress: list[dict[str, Any]] = []
     try:
@@ -254,6 +339,7 @@ def measure_size(
         f"{statistics.median(durations) if durations else float('nan'):.0f} ms"
     )
     return {
+        "job": args.job,
         "label": args.label,
         "table_size": size,
         "preload_seconds": preload_seconds,
@@ -320,9 +406,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sizes", default=",".join(str(size) for size in DEFAULT_SIZES), help="users, comma-separated"
     )
+    parser.add_argument("--job", choices=JOBS, default="user-enrichment", help="the job measured")
     parser.add_argument("--label", default="new", help="the design's name in the results")
     parser.add_argument("--job-module", type=Path, default=None, help="a main.py with another start_queries")
-    parser.add_argument("--views-per-second", type=float, default=100.0)
+    parser.add_argument(
+        "--views-per-second", type=float, default=100.0, help="page views, or for user-view order changes"
+    )
     parser.add_argument("--changes-per-second", type=float, default=10.0)
     parser.add_argument("--warm-batches", type=int, default=3, help="skipped after the table is read")
     parser.add_argument("--measure-batches", type=int, default=10)
@@ -333,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",")]
     out = args.out or RESULTS_DIR / f"tables-{datetime.now(UTC).strftime('%Y-%m-%d')}.json"
-    start = load_start_queries(args.job_module)
+    start = load_start_queries(args.job, args.job_module)
     runtimes = runtime_cache.ensure(log=log)
     result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {"runs": []}
     result["machine"] = machine()
@@ -362,7 +451,8 @@ def main(argv: list[str] | None = None) -> int:
             for size in sizes:
                 run = measure_size(spark, kafka, start, size, args=args, workdir=workdir)
                 run["measured_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-                run["job_module"] = str(args.job_module or "jobs/user_enrichment/main.py")
+                default_module = f"jobs/{args.job.replace('-', '_')}/main.py"
+                run["job_module"] = str(args.job_module or default_module)
                 result["runs"] = [
                     old for old in result["runs"] if (old["label"], old["table_size"]) != (args.label, size)
                 ] + [run]

@@ -91,22 +91,26 @@ def test_catalogue_knows_which_jobs_are_stateful_and_an_entry_may_say_so() -> No
         "ad-attribution",
         "order-state",
         "user-enrichment",
+        "user-view",
     }
-    overridden = load_config("dev", jobs=[{"name": "user-view", "stateful": True}])
-    assert overridden.jobs[0].stateful
+    overridden = load_config("dev", jobs=[{"name": "user-view", "stateful": False}])
+    assert not overridden.jobs[0].stateful
+
+
+# A job of the user's own (outside the catalogue), stateless: every job of the catalogue keeps state.
+STATELESS_JOB = {
+    "name": "fraud-scores",
+    "module": "fraud_scores",
+    "stateful": False,
+    "topics": {"--input-topic": "page-views", "--output-topic": "dead-letters"},
+    "reads": ["--input-topic"],
+    "writes": ["--output-topic"],
+}
 
 
 def test_a_job_outside_the_catalogue_must_describe_itself() -> None:
     fails_naming("streamstack:jobs[0].topics", jobs=[{"name": "fraud-scores"}])
-    custom = {
-        "name": "fraud-scores",
-        "module": "fraud_scores",
-        "stateful": False,
-        "topics": {"--input-topic": "page-views", "--output-topic": "dead-letters"},
-        "reads": ["--input-topic"],
-        "writes": ["--output-topic"],
-    }
-    (job,) = load_config("dev", jobs=[custom]).jobs
+    (job,) = load_config("dev", jobs=[STATELESS_JOB]).jobs
     assert (job.module, job.read_topics, job.written_topics) == (
         "fraud_scores",
         ("page-views",),
@@ -221,7 +225,7 @@ def test_guard_stateful_job_on_a_driver_only_volume() -> None:
 
 
 def test_stateless_jobs_may_keep_driver_only_checkpoints_on_many_nodes() -> None:
-    stateless = [{"name": "user-view"}]
+    stateless = [STATELESS_JOB]
     config = load_config(
         "dev",
         cluster={"nodes": 3},
@@ -233,7 +237,7 @@ def test_stateless_jobs_may_keep_driver_only_checkpoints_on_many_nodes() -> None
 
 
 def test_guard_exporter_reading_checkpoints_it_cannot_mount() -> None:
-    stateless = [{"name": "user-view"}]
+    stateless = [STATELESS_JOB]
     fails_naming(
         "streamstack:lagExporter.readCheckpoints",
         cluster={"nodes": 2},

@@ -39,9 +39,13 @@ def job_args(config: StackConfig, name: str, nodes: int | None = None) -> Stream
     )
 
 
-def build_job(mocked: Callable[[str], Stack], stack: str, name: str) -> tuple[Stack, Objects, JobConfig]:
+def build_job(
+    mocked: Callable[[str], Stack], stack: str, name: str, jobs: list[dict[str, Any]] | None = None
+) -> tuple[Stack, Objects, JobConfig]:
+    """The job `name` of the stack (its `streamstack:jobs` entries replaced by `jobs` when given) built
+    with Pulumi's mocks: the recorder, the chart's objects and the job's config."""
     recorder = mocked(stack)
-    config = load_config(stack)
+    config = load_config(stack) if jobs is None else load_config(stack, jobs=jobs)
     args = job_args(config, name)
     names: list[str] = []
 
@@ -150,8 +154,9 @@ def test_spark_application_carries_the_configured_memory_overhead(mocked: Callab
 def test_claim_reaches_the_driver_and_a_stateful_jobs_executors_through_spark_conf(
     mocked: Callable[[str], Stack],
 ) -> None:
+    # Every job of the catalogue keeps state: an entry declares one stateless for the other case.
     for name, stateful in (("ad-attribution", True), ("user-view", False)):
-        _, objects, job = build_job(mocked, "prod", name)
+        _, objects, job = build_job(mocked, "prod", name, [{"name": name, "stateful": stateful}])
         claim = objects.manifest("PersistentVolumeClaim", job.checkpoint_claim)["metadata"]["name"]
         settings = conf(objects.manifest("SparkApplication", job.name))
         driver = "spark.kubernetes.driver.volumes.persistentVolumeClaim.checkpoints"
@@ -262,7 +267,10 @@ def test_args_refuse_a_stateful_job_on_a_driver_only_volume() -> None:
     config = load_config("dev")
     with pytest.raises(ConfigError, match=re.escape("streamstack:jobDefaults.checkpoint.accessMode")):
         job_args(config, "sessionization", nodes=3)
-    stateless = job_args(config, "user-view", nodes=3)
+    # Every job of the catalogue keeps state: an entry declares one stateless.
+    stateless = job_args(
+        load_config("dev", jobs=[{"name": "user-view", "stateful": False}]), "user-view", nodes=3
+    )
     assert stateless.job.checkpoint.access_mode == "ReadWriteOnce"
     pod_only = dataclasses.replace(
         stateless.job,

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from contracts.pipeline import DEAD_LETTER_FLAG, load_pipeline
 from jobs.common.config import StreamingJobConfig
+from jobs.common.session import TABLE_STATE_SETTINGS
 from streamstack.local.jobs import spark_job_process
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.local.ports import free_port
@@ -126,6 +128,27 @@ def forget_last_commit(checkpoint: Path) -> int:
     for name in (str(last), f".{last}.crc"):
         (checkpoint / "commits" / name).unlink(missing_ok=True)
     return last
+
+
+def run_with_table_state(
+    spark: SparkSession, start: Callable[[], list[StreamingQuery]], config: StreamingJobConfig
+) -> None:
+    """Start a job whose main query keeps tables as state, process what its topics hold, stop it; check
+    that the table state settings (jobs.common.session.TABLE_STATE_SETTINGS) reached its first batch's
+    main query and only it: not its dead-letter query, nor the session."""
+    before = {key: spark.conf.get(key, None) for key in TABLE_STATE_SETTINGS}
+    with running(start()) as queries:
+        process_all(queries)
+    assert {key: spark.conf.get(key, None) for key in TABLE_STATE_SETTINGS} == before
+    rocksdb = TABLE_STATE_SETTINGS["spark.sql.streaming.stateStore.providerClass"]
+
+    def provider(query_name: str) -> object:
+        offsets = Path(config.checkpoint_for(query_name)) / "offsets" / "0"
+        conf = json.loads(offsets.read_text().splitlines()[1])["conf"]
+        return conf.get("spark.sql.streaming.stateStore.providerClass")
+
+    assert provider(config.query_name) == rocksdb
+    assert provider(f"{config.query_name}.dead-letters") not in (rocksdb, None)
 
 
 def views_per_key(bootstrap_servers: str, topic: str) -> dict[str, int]:

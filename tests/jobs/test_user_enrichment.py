@@ -18,15 +18,17 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.common.changelog import current_profiles
 from jobs.common.checkpoints import CheckpointError
 from jobs.common.config import EventLimits
 from jobs.common.kafka_io import read_kafka_stream
 from jobs.common.schemas import decode_profiles
+from jobs.jvm.profile_table import enrich_with_profile_state
 from jobs.user_enrichment.config import EnrichmentJobConfig
-from jobs.user_enrichment.main import TABLE_STATE_SETTINGS, start_queries
+from jobs.user_enrichment.main import start_queries
+from jobs.user_enrichment.transforms import profile_changes
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.jobs.streaming_helpers import (
     create_job_topics,
@@ -34,6 +36,7 @@ from tests.jobs.streaming_helpers import (
     input_rows,
     iso,
     process_all,
+    run_with_table_state,
     running,
     streaming_config,
     user_profile,
@@ -377,20 +380,8 @@ def test_the_table_is_state_of_the_main_query_alone_and_a_restart_keeps_it(
         job_config.users_topic,
         [profile("alice", "Alice", "FR", "gold", 1), profile("bob", "Bob", "DE", "free", 2), deleted("bob")],
     )
-    before = {key: spark.conf.get(key, None) for key in TABLE_STATE_SETTINGS}
-    with running(start_queries(spark, job_config)) as queries:
-        process_all(queries)
-    # The state store settings reach the main query, and only it: the session keeps its own.
-    assert {key: spark.conf.get(key, None) for key in TABLE_STATE_SETTINGS} == before
-    rocksdb = TABLE_STATE_SETTINGS["spark.sql.streaming.stateStore.providerClass"]
-
-    def provider(query_name: str) -> object:
-        offsets = Path(streaming.checkpoint_for(query_name)) / "offsets" / "0"
-        conf = json.loads(offsets.read_text().splitlines()[1])["conf"]
-        return conf.get("spark.sql.streaming.stateStore.providerClass")
-
-    assert provider(streaming.query_name) == rocksdb
-    assert provider(f"{streaming.query_name}.dead-letters") not in (rocksdb, None)
+    # The state store settings reach the main query, and only it.
+    run_with_table_state(spark, lambda: start_queries(spark, job_config), streaming)
 
     views = produce(bootstrap, job_config.views_topic, [view("alice", "/a", 5), view("bob", "/b", 6)])
     with running(start_queries(spark, job_config)) as queries:
@@ -425,7 +416,8 @@ def test_a_checkpoint_of_the_stateless_version_is_refused_at_start(
 
 
 def test_profile_table_is_the_last_valid_record_per_user(spark: SparkSession) -> None:
-    """Static check of the table side: latest by offset, tombstones delete, dead letters change nothing."""
+    """Static check of the table side, through the job's steps on a batch (state starts empty): latest by
+    offset, tombstones delete, dead letters change nothing."""
     records = [
         TopicRecord("users", 0, 0, *profile("a", "A", "FR", "free", 0)),
         TopicRecord("users", 1, 0, *profile("b", "B", "DE", "free", 0)),
@@ -446,7 +438,14 @@ def test_profile_table_is_the_last_valid_record_per_user(spark: SparkSession) ->
         "key binary, value binary, topic string, partition int, offset long, timestamp timestamp",
     )
 
-    table = current_profiles(decode_profiles(frame, EventLimits()))
+    views = spark.createDataFrame(
+        [(f"view-of-{user}", user, "/", BASE) for user in ("a", "b", "c", "d", "e", "x")],
+        "source string, user_id string, url string, event_time timestamp",
+    )
+    enriched = enrich_with_profile_state(profile_changes(decode_profiles(frame, EventLimits())), views)
+    table = enriched.where(F.col("name").isNotNull()).select(
+        "user_id", *PROFILE_FIELDS, F.col("profile_updated_at").alias("updated_at")
+    )
 
     current: dict[str, dict[str, object] | None] = {}
     for record in sorted(records, key=lambda r: r.offset):  # each user's records share a partition

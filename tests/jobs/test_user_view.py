@@ -23,10 +23,12 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual
 
+from jobs.common.checkpoints import CheckpointError
+from jobs.common.kafka_io import read_kafka_stream
 from jobs.producers.changelog import Change, ChangelogGenerator
 from jobs.user_view.config import UserViewJobConfig
 from jobs.user_view.main import start_queries
-from jobs.user_view.transforms import stored_view, view_changes
+from jobs.user_view.transforms import not_yet_stored, stored_view
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.conftest import repo_root
 from tests.jobs.streaming_helpers import (
@@ -36,6 +38,7 @@ from tests.jobs.streaming_helpers import (
     input_rows,
     iso,
     process_all,
+    run_with_table_state,
     running,
     streaming_config,
     user_profile,
@@ -345,8 +348,61 @@ def test_view_topic_equals_the_view_of_the_changelogs(
     assert rows(latest_per_key(after, tombstones=True)) == final
 
 
-def test_changes_are_the_rows_that_differ_and_tombstones_for_the_gone(spark: SparkSession) -> None:
-    """Static check of the diff: stored is the last record per key; equal rows are not rewritten."""
+def test_the_tables_are_state_of_the_main_query_alone_and_a_restart_keeps_them(
+    spark: SparkSession, kafka: LocalKafka, job_config: UserViewJobConfig
+) -> None:
+    bootstrap, streaming = kafka.bootstrap_servers, job_config.streaming
+    produce(
+        bootstrap,
+        job_config.users_topic,
+        [profile("alice", "A", "FR", "gold", 1), profile("bob", "B", "DE", "free", 1)],
+    )
+    produce(
+        bootstrap,
+        job_config.orders_topic,
+        [order("o1", "alice", 10, "placed", 2), order("o2", "bob", 5, "placed", 3)],
+    )
+    # The state store settings reach the main query, and only it.
+    run_with_table_state(spark, lambda: start_queries(spark, job_config), streaming)
+
+    # o1's tombstone names no user and o2 moves: only the orders table kept as state knows whose totals
+    # change. After the restart the main query reads the two new records alone.
+    changes = produce(bootstrap, job_config.orders_topic, [deleted("o1"), order("o2", "alice", 5, "paid", 4)])
+    with running(start_queries(spark, job_config)) as queries:
+        process_all(queries)
+        rows_read = input_rows(queries)
+    assert rows_read[streaming.query_name] == len(changes)
+    view = rows(latest_per_key(read_records(bootstrap, job_config.output_topic), tombstones=True))
+    assert (view["alice"]["order_count"], view["alice"]["order_total"]) == (1, 5.0)
+    assert (view["bob"]["order_count"], view["bob"]["order_total"]) == (0, 0.0)
+
+
+def test_a_checkpoint_of_the_stateless_version_is_refused_at_start(
+    spark: SparkSession, kafka: LocalKafka, job_config: UserViewJobConfig
+) -> None:
+    """The job's earlier version kept no state (one query over both topics that read them as tables in every
+    batch); resumed, its checkpoint would give empty tables. Such a checkpoint has committed batches and no
+    state."""
+    streaming = job_config.streaming
+    produce(kafka.bootstrap_servers, job_config.users_topic, [profile("alice", "A", "FR", "gold", 1)])
+    stateless = (
+        read_kafka_stream(spark, streaming, [job_config.users_topic, job_config.orders_topic])
+        .writeStream.format("noop")
+        .option("checkpointLocation", streaming.checkpoint_for(streaming.query_name))
+        .start()
+    )
+    with running([stateless]):
+        stateless.processAllAvailable()
+    with pytest.raises(
+        CheckpointError, match=r"committed batches but no state \(the users and orders tables\)"
+    ):
+        start_queries(spark, job_config)
+    assert not spark.streams.active
+
+
+def test_a_rerun_writes_only_what_the_view_topic_does_not_hold(spark: SparkSession) -> None:
+    """Static check of the re-run filter: stored is the last record per key; a row or tombstone the topic
+    already holds is not written again."""
     stored_records = [
         ("a", '{"v":1}', 0, 0),
         ("a", '{"v":2}', 0, 3),  # a's last record
@@ -355,7 +411,7 @@ def test_changes_are_the_rows_that_differ_and_tombstones_for_the_gone(spark: Spa
         ("c", None, 1, 2),  # c was deleted
         ("d", '{"v":1}', 0, 1),
     ]
-    view = [("a", '{"v":2}'), ("b", '{"v":5}'), ("c", '{"v":1}'), ("e", '{"v":1}')]
+    batch = [("a", '{"v":2}'), ("b", '{"v":5}'), ("c", '{"v":1}'), ("d", None), ("e", '{"v":1}'), ("f", None)]
     stored_frame = spark.createDataFrame(
         [
             (key.encode(), None if value is None else value.encode(), p, o)
@@ -364,17 +420,16 @@ def test_changes_are_the_rows_that_differ_and_tombstones_for_the_gone(spark: Spa
         "key binary, value binary, partition int, offset long",
     )
 
-    changes = view_changes(spark.createDataFrame(view, "key string, value string"), stored_view(stored_frame))
+    missing = not_yet_stored(
+        spark.createDataFrame(batch, "key string, value string"), stored_view(stored_frame)
+    )
 
     last_stored: dict[str, str | None] = {}
     for key, value, _, _ in sorted(stored_records, key=lambda r: r[3]):
         last_stored[key] = value
-    wanted = dict(view)
-    expected = [(key, value) for key, value in wanted.items() if last_stored.get(key) != value] + [
-        (key, None) for key, value in last_stored.items() if value is not None and key not in wanted
-    ]
+    expected = [(key, value) for key, value in batch if last_stored.get(key) != value]
     assert sorted(key for key, _ in expected) == ["b", "c", "d", "e"]
-    assertDataFrameEqual(changes, spark.createDataFrame(expected, "key string, value string"))
+    assertDataFrameEqual(missing, spark.createDataFrame(expected, "key string, value string"))
 
 
 def generate(users: int, seed: int, count: int) -> list[Change]:

@@ -1,5 +1,6 @@
-"""`streamstack rehearse`: a stateless and a stateful job of the rendered dev stack, on a secured broker and
-a Spark standalone cluster, make progress with no failed task and no ACL denial, every Kafka panel of the
+"""`streamstack rehearse`: two jobs of the rendered dev stack whose executors keep state (user-view's tables,
+clickstream-windows' windows) in the checkpoint volume they mount, on a secured broker and a Spark standalone
+cluster, make progress with no failed task and no ACL denial, every Kafka panel of the
 dashboards has data from the broker's Strimzi metrics reporter, and nothing is left running."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def _processes_under(path: Path) -> list[str]:
     return found
 
 
-def test_rehearse_a_stateless_and_a_stateful_job(tmp_path: Path) -> None:
+def test_rehearse_two_jobs_whose_executors_keep_state(tmp_path: Path) -> None:
     work_dir = tmp_path / "rehearsal"
     done = subprocess.run(
         [
