@@ -22,7 +22,7 @@ from contracts.errors import ConfigError
 from monitoring.lag_exporter.collector import ExporterHealth, LagExposition, metrics_app, start_metrics_server
 from monitoring.lag_exporter.config import parse_args
 from monitoring.lag_exporter.kafka_reader import KafkaReader
-from monitoring.lag_exporter.loop import Refresher
+from monitoring.lag_exporter.loop import Refresher, map_large_allocations
 from monitoring.lag_exporter.postgres_source import SourceCollector, SourceLoop
 
 log = logging.getLogger("monitoring.lag_exporter")
@@ -50,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # 60-150 ms that stall every thread (a scrape too) and found nothing. The objects alive now (modules,
     # classes) stay for good: frozen, no pass looks at them again.
     gc.set_threshold(100_000, 10, 10)
+    map_large_allocations()
     gc.freeze()
     registry = CollectorRegistry()
     health = ExporterHealth(registry)

@@ -87,6 +87,44 @@ class TopicPartitionOffsets:
 
 
 @dataclass(frozen=True, eq=False)
+class OffsetColumns:
+    """The partition offsets of a snapshot as columns (50,000 rows at the goal's size, in every snapshot: as
+    objects they took ~6 MB each): topics as an index array into their sorted names; `partition` None when
+    folded per topic. Rows in the order of `TopicPartitionOffsets` rows they stand for."""
+
+    topics: tuple[str, ...]
+    topic: npt.NDArray[np.int32]
+    partition: npt.NDArray[np.int64] | None
+    earliest: npt.NDArray[np.int64]
+    latest: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return len(self.earliest)
+
+    def rows(self) -> tuple[TopicPartitionOffsets, ...]:
+        topics = self.topics
+        partitions = self.partition.tolist() if self.partition is not None else [None] * len(self)
+        return tuple(
+            TopicPartitionOffsets(topics[t], p, e, la)
+            for t, p, e, la in zip(
+                self.topic.tolist(), partitions, self.earliest.tolist(), self.latest.tolist(), strict=True
+            )
+        )
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[TopicPartitionOffsets]) -> OffsetColumns:
+        topics, topic = _factorize([row.topic for row in rows])
+        folded = any(row.partition is None for row in rows)
+        return cls(
+            topics,
+            topic,
+            None if folded else np.fromiter((row.partition or 0 for row in rows), np.int64, len(rows)),
+            np.fromiter((row.earliest for row in rows), np.int64, len(rows)),
+            np.fromiter((row.latest for row in rows), np.int64, len(rows)),
+        )
+
+
+@dataclass(frozen=True, eq=False)
 class PartitionColumns:
     """The partition rows of a snapshot as columns, one entry per (source, group, topic[, partition]): the
     labels as index arrays into sorted tables of names, the values as numpy arrays (int64 offsets and
@@ -198,7 +236,16 @@ class Snapshot:
     Built by `build_snapshot` from columns, or from PartitionLag rows (`partitions=`, for tests); the
     `partitions` property gives the rows either way. Not changed once made (`replace` makes a new one)."""
 
-    __slots__ = ("_rows", "checkpoints", "columns", "granularity", "groups", "offsets", "taken_at")
+    __slots__ = (
+        "_offset_rows",
+        "_rows",
+        "checkpoints",
+        "columns",
+        "granularity",
+        "groups",
+        "offset_columns",
+        "taken_at",
+    )
 
     def __init__(
         self,
@@ -210,12 +257,18 @@ class Snapshot:
         checkpoints: Sequence[CheckpointHealth] = (),
         granularity: str = "partition",
         columns: PartitionColumns | None = None,
+        offset_columns: OffsetColumns | None = None,
     ) -> None:
         self.taken_at = taken_at
         self.columns = columns if columns is not None else PartitionColumns.from_rows(partitions)
         self._rows: tuple[PartitionLag, ...] | None = tuple(partitions) if columns is None else None
         self.groups = tuple(groups)
-        self.offsets = tuple(offsets)
+        self.offset_columns = (
+            offset_columns if offset_columns is not None else OffsetColumns.from_rows(tuple(offsets))
+        )
+        self._offset_rows: tuple[TopicPartitionOffsets, ...] | None = (
+            tuple(offsets) if offset_columns is None else None
+        )
         self.checkpoints = tuple(checkpoints)
         self.granularity = granularity
 
@@ -225,15 +278,21 @@ class Snapshot:
             self._rows = self.columns.rows()
         return self._rows
 
+    @property
+    def offsets(self) -> tuple[TopicPartitionOffsets, ...]:
+        if self._offset_rows is None:
+            self._offset_rows = self.offset_columns.rows()
+        return self._offset_rows
+
     def replace(self, *, checkpoints: Sequence[CheckpointHealth]) -> Snapshot:
         """The same values with other checkpoints' health (a failed collection keeps serving the values)."""
         return Snapshot(
             self.taken_at,
             groups=self.groups,
-            offsets=self.offsets,
             checkpoints=checkpoints,
             granularity=self.granularity,
             columns=self.columns,
+            offset_columns=self.offset_columns,
         )
 
 
@@ -453,6 +512,157 @@ def timestamp_offset(committed: int, earliest: int) -> int:
     return max(committed, earliest)
 
 
+class RecordTimestamps:
+    """The refresh loop's cache of record timestamps: (topic, partition, offset) -> the timestamp (ms) of the
+    record there, or when a lookup found none (retried after a while). Holds exactly the keys the latest
+    collection needed (`retain_needed`).
+
+    Kept as columns: per key its partition as one int64 (an id per topic name, shifted left 32 bits, or the
+    partition number), its offset, timestamp (-1: none) and failed lookup's time (NaN: none). As a dict of
+    tuples it took ~15 MB for good at 50,000 partitions x 500 groups, and each collection's set of the
+    needed keys another ~10 MB. Keys are matched by sorting the cached ones with the wanted ones (numpy)."""
+
+    def __init__(self) -> None:
+        self._topic_ids: dict[str, int] = {}
+        self._topics: list[str] = []  # id -> name
+        self._tp = np.zeros(0, np.int64)
+        self._offset = np.zeros(0, np.int64)
+        self._stamp = np.zeros(0, np.int64)
+        self._failed = np.zeros(0, np.float64)
+
+    def clear(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def __len__(self) -> int:
+        return len(self._tp)
+
+    def _codes(
+        self, topics: Sequence[str], partitions: Sequence[int], create: bool = False
+    ) -> npt.NDArray[np.int64]:
+        """Each (topic, partition)'s code; -1 for a topic without an id (unless `create`: it gets one)."""
+        ids = self._topic_ids
+
+        def id_of(topic: str) -> int:
+            id_ = ids.get(topic)
+            if id_ is None:
+                if not create:
+                    return -1
+                id_ = ids[topic] = len(self._topics)
+                self._topics.append(topic)
+            return id_
+
+        topic_ids = np.array(map_in_chunks(id_of, topics), np.int64)
+        codes = (topic_ids << 32) | (np.array(partitions, np.int64) & 0xFFFFFFFF)
+        codes[topic_ids < 0] = -1
+        return codes
+
+    def _find(self, tp: npt.NDArray[np.int64], offset: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The index of each (tp, offset) among the cached keys; -1 where it is not cached."""
+        cached = len(self._tp)
+        result = np.full(len(tp), -1, np.int64)
+        if not cached or not len(tp):
+            return result
+        all_tp = np.concatenate([self._tp, tp])
+        all_offset = np.concatenate([self._offset, offset])
+        positions = np.arange(len(all_tp))
+        # sorted by key, a cached key (lower position) before the wanted ones equal to it
+        order = np.lexsort((positions, all_offset, all_tp))
+        is_cached = order < cached
+        latest_cached = np.maximum.accumulate(np.where(is_cached, positions, -1))
+        wanted = np.flatnonzero(~is_cached)
+        before = latest_cached[wanted]
+        candidate = order[np.maximum(before, 0)]
+        asked = order[wanted]
+        match = (
+            (before >= 0)
+            & (all_tp[candidate] == all_tp[asked])
+            & (all_offset[candidate] == all_offset[asked])
+        )
+        result[asked - cached] = np.where(match, candidate, -1)
+        return result
+
+    def retain_needed(
+        self,
+        topics: Sequence[str],
+        partitions: Sequence[int],
+        offsets: Sequence[int],
+        now: float,
+        retry_after: float,
+    ) -> list[tuple[str, int, int]]:
+        """Forget every key but these (repeats allowed); those of them to look up now, sorted: without a
+        timestamp, and without a failed lookup within `retry_after` seconds."""
+        tp = self._codes(topics, partitions, create=True)
+        offset = np.array(offsets, np.int64)
+        if len(tp):
+            order = np.lexsort((offset, tp))
+            tp, offset = tp[order], offset[order]
+            distinct = np.r_[True, (tp[1:] != tp[:-1]) | (offset[1:] != offset[:-1])]
+            tp, offset = tp[distinct], offset[distinct]
+        where = self._find(tp, offset)
+        kept = where >= 0
+        stamp = np.full(len(tp), -1, np.int64)
+        failed = np.full(len(tp), math.nan)
+        stamp[kept] = self._stamp[where[kept]]
+        failed[kept] = self._failed[where[kept]]
+        self._tp, self._offset, self._stamp, self._failed = tp, offset, stamp, failed
+        self._forget_topics()
+        with np.errstate(invalid="ignore"):
+            due = np.flatnonzero((stamp < 0) & ~(now - failed < retry_after))
+        return sorted(self._keys(due))
+
+    def _keys(self, indexes: npt.NDArray[np.int64]) -> list[tuple[str, int, int]]:
+        topics = self._topics
+        tp = self._tp[indexes]
+        partitions = (tp & 0xFFFFFFFF).astype(np.uint32).astype(np.int32).tolist()
+        return [
+            (topics[id_], partition, offset)
+            for id_, partition, offset in zip(
+                (tp >> 32).tolist(), partitions, self._offset[indexes].tolist(), strict=True
+            )
+        ]
+
+    def _forget_topics(self) -> None:
+        """Ids only for the topics of the keys kept (renumbered once most ids are unused)."""
+        used = np.unique(self._tp >> 32)
+        if len(self._topics) <= 2 * len(used) + 64:
+            return
+        renumber = np.full(len(self._topics), -1, np.int64)
+        renumber[used] = np.arange(len(used))
+        self._topics = [self._topics[id_] for id_ in used.tolist()]
+        self._topic_ids = {name: id_ for id_, name in enumerate(self._topics)}
+        self._tp = (renumber[self._tp >> 32] << 32) | (self._tp & 0xFFFFFFFF)
+
+    def store(
+        self, keys: Sequence[tuple[str, int, int]], found: Mapping[tuple[str, int, int], int], now: float
+    ) -> None:
+        """The result of looking `keys` (kept ones) up: a timestamp (>= 0) found, or a failed lookup now."""
+        if not keys:
+            return
+        where = self._find(
+            self._codes([key[0] for key in keys], [key[1] for key in keys]),
+            np.array([key[2] for key in keys], np.int64),
+        )
+        values = np.array([found.get(key, -1) for key in keys], np.int64)
+        ok = (values >= 0) & (where >= 0)
+        self._stamp[where[ok]] = values[ok]
+        self._failed[where[ok]] = math.nan
+        missed = (values < 0) & (where >= 0)
+        self._failed[where[missed]] = now
+
+    def get_all(
+        self, topics: Sequence[str], partitions: Sequence[int], offsets: Sequence[int]
+    ) -> npt.NDArray[np.int64]:
+        """The timestamp of each (topic, partition, offset); -1 where none is known."""
+        where = self._find(self._codes(topics, partitions), np.array(offsets, np.int64))
+        result = np.full(len(where), -1, np.int64)
+        result[where >= 0] = self._stamp[where[where >= 0]]
+        return result
+
+    def get(self, key: tuple[str, int, int], default: int | None = None) -> int | None:
+        value = int(self.get_all([key[0]], [key[1]], [key[2]])[0])
+        return value if value >= 0 else default
+
+
 @dataclass
 class Inputs:
     """What one collection read, in the order it was read."""
@@ -460,7 +670,9 @@ class Inputs:
     positions: Sequence[Position]
     earliest: Mapping[TP, int]
     latest: Mapping[TP, int]
-    record_timestamps: Mapping[tuple[str, int, int], int | None] = field(default_factory=dict)
+    record_timestamps: Mapping[tuple[str, int, int], int | None] | RecordTimestamps = field(
+        default_factory=dict
+    )
     checkpoints: Sequence[CheckpointHealth] = ()
 
 
@@ -532,18 +744,18 @@ def build_snapshot(
     offsets = _partition_offsets(inputs.earliest, inputs.latest)
     if granularity == "topic":
         columns = PartitionColumns.from_rows(fold_by_topic(columns.rows()))
-        offsets = _fold_offsets(offsets)
+        offsets = OffsetColumns.from_rows(_fold_offsets(offsets.rows()))
     return Snapshot(
         taken_at=now,
         groups=group_rows,
-        offsets=offsets,
+        offset_columns=offsets,
         checkpoints=inputs.checkpoints,
         granularity=granularity,
         columns=columns,
     )
 
 
-def _partition_offsets(earliest: Mapping[TP, int], latest: Mapping[TP, int]) -> list[TopicPartitionOffsets]:
+def _partition_offsets(earliest: Mapping[TP, int], latest: Mapping[TP, int]) -> OffsetColumns:
     """The partitions whose both ends were read, sorted by topic and partition: the topic names sorted (a
     few thousand), the partitions ordered by numpy (no sort of 50,000 tuples holding the GIL)."""
     tps = [tp for tp in latest if tp in earliest]
@@ -551,14 +763,14 @@ def _partition_offsets(earliest: Mapping[TP, int], latest: Mapping[TP, int]) -> 
     rank = {name: index for index, name in enumerate(names)}
     topic_rank = np.array(map_in_chunks(rank.__getitem__, map_in_chunks(itemgetter(0), tps)), np.int64)
     partition = np.array(map_in_chunks(itemgetter(1), tps), np.int64)
-    order = np.lexsort((partition, topic_rank)).tolist()
-    ordered = map_in_chunks(tps.__getitem__, order)
-    return map_in_chunks(
-        TopicPartitionOffsets,
-        map_in_chunks(itemgetter(0), ordered),
-        map_in_chunks(itemgetter(1), ordered),
-        map_in_chunks(earliest.__getitem__, ordered),
-        map_in_chunks(latest.__getitem__, ordered),
+    order = np.lexsort((partition, topic_rank))
+    ordered = map_in_chunks(tps.__getitem__, order.tolist())
+    return OffsetColumns(
+        tuple(names),
+        topic_rank[order].astype(np.int32),
+        partition[order],
+        np.array(map_in_chunks(earliest.__getitem__, ordered), np.int64),
+        np.array(map_in_chunks(latest.__getitem__, ordered), np.int64),
     )
 
 
@@ -582,12 +794,18 @@ def _lag_seconds(
     record_timestamps = inputs.record_timestamps
     offsets = np.maximum(committed[lagging], earliest[lagging]).tolist()  # timestamp_offset()
     lagging_tps = list(map(tps.__getitem__, lagging.tolist()))
-    stamps = [
-        record_timestamps.get((topic, partition, offset))
-        for (topic, partition), offset in zip(lagging_tps, offsets, strict=True)
-    ]
-    known = np.fromiter((stamp is not None and stamp >= 0 for stamp in stamps), bool, len(stamps))
-    values = np.fromiter((stamp if stamp is not None else -1 for stamp in stamps), np.int64, len(stamps))
+    if isinstance(record_timestamps, RecordTimestamps):  # the loop's cache: all at once
+        values = record_timestamps.get_all(
+            map_in_chunks(itemgetter(0), lagging_tps), map_in_chunks(itemgetter(1), lagging_tps), offsets
+        )
+        known = values >= 0
+    else:
+        stamps = [
+            record_timestamps.get((topic, partition, offset))
+            for (topic, partition), offset in zip(lagging_tps, offsets, strict=True)
+        ]
+        known = np.fromiter((stamp is not None and stamp >= 0 for stamp in stamps), bool, len(stamps))
+        values = np.fromiter((stamp if stamp is not None else -1 for stamp in stamps), np.int64, len(stamps))
     seconds[lagging[known]] = np.maximum(0.0, now - values[known] / 1000.0)
     unknown = lagging[~known]
     if len(unknown):  # lag_seconds() without a record timestamp: interpolated, for all of them at once

@@ -40,6 +40,7 @@ import math
 from array import array
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -317,6 +318,116 @@ _INT32_MAX = 2**31 - 1
 STATUS_BY_CODE = {status.code: status for status in Status}
 
 
+_WHOLE = 2**31  # the last part of the code of a key that is not (..., partition number)
+_WHOLE_KEY = object()  # marks the prefix of such a key
+
+
+class _KeyIndex:
+    """The column of each key History keeps in its columns, without a Python object per key (the keys'
+    tuples, their dict and the columns' ints took 21 MB at 150,000 keys, kept for good).
+
+    A key is coded as one int64: the id of its prefix, shifted left 32 bits, or its last part. A tuple
+    key ending in an int in [0, 2**31) (a partition number: History's keys are (source, group, topic,
+    partition)) has the tuple without it as its prefix, so 150,000 keys share 15,000 prefixes; any other key
+    is a prefix of its own, with last part 2**31. Prefixes are kept while a column uses them. Codes are
+    found in a sorted array (numpy's searchsorted), sorted again after columns changed."""
+
+    def __init__(self) -> None:
+        self._ids: dict[Hashable, int] = {}  # prefix -> id
+        self._prefixes: list[Any] = []  # id -> prefix (None: free)
+        self._free_ids: list[int] = []
+        self._users = np.zeros(0, np.int64)  # per prefix id: columns whose key has it
+        self._code = np.zeros(0, np.int64)  # per column: its key's code; -1 for a free column
+        self._sorted = np.zeros(0, np.int64)  # the codes of the used columns, sorted
+        self._sorted_columns = np.zeros(0, np.int64)  # their columns
+        self._changed = False
+
+    def grow(self, columns: int) -> None:
+        if columns > len(self._code):
+            self._code = np.concatenate([self._code, np.full(columns - len(self._code), -1, np.int64)])
+
+    def codes(self, keys: Sequence[Hashable], create: bool = False) -> npt.NDArray[np.int64]:
+        """Each key's code; -1 for a key whose prefix is not kept (unless `create`: then it is)."""
+        ids = self._ids
+        codes: list[int] = []
+        append = codes.append
+        for key in keys:
+            if key.__class__ is tuple and key:
+                last = key[-1]
+                if last.__class__ is int and 0 <= last < _WHOLE:
+                    prefix, tail = key[:-1], last
+                else:
+                    prefix, tail = (_WHOLE_KEY, key), _WHOLE
+            else:
+                prefix, tail = (_WHOLE_KEY, key), _WHOLE
+            id_ = ids.get(prefix)
+            if id_ is None:
+                if not create:
+                    append(-1)
+                    continue
+                id_ = self._new_prefix(prefix)
+            append((id_ << 32) | tail)
+        return np.array(codes, np.int64)
+
+    def _new_prefix(self, prefix: Hashable) -> int:
+        if self._free_ids:
+            id_ = self._free_ids.pop()
+            self._prefixes[id_] = prefix
+        else:
+            id_ = len(self._prefixes)
+            self._prefixes.append(prefix)
+            if id_ >= len(self._users):
+                self._users = np.concatenate([self._users, np.zeros(max(16, len(self._users)), np.int64)])
+        self._ids[prefix] = id_
+        return id_
+
+    def columns(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The column of each code; -1 where no column has it."""
+        if self._changed:
+            used = np.flatnonzero(self._code >= 0)
+            order = np.argsort(self._code[used], kind="stable")
+            self._sorted, self._sorted_columns = self._code[used][order], used[order]
+            self._changed = False
+        result = np.full(len(codes), -1, np.int64)
+        if not len(self._sorted) or not len(codes):
+            return result
+        at = np.minimum(np.searchsorted(self._sorted, codes), len(self._sorted) - 1)
+        found = (self._sorted[at] == codes) & (codes >= 0)
+        result[found] = self._sorted_columns[at[found]]
+        return result
+
+    def assign(self, columns: Sequence[int], keys: Sequence[Hashable]) -> None:
+        """Give these free columns these keys (not kept yet)."""
+        if not len(columns):
+            return
+        codes = self.codes(keys, create=True)
+        self._code[np.asarray(columns, np.int64)] = codes
+        np.add.at(self._users, codes >> 32, 1)
+        self._changed = True
+
+    def release(self, columns: Sequence[int]) -> None:
+        """Free these columns; prefixes no column uses any more are forgotten."""
+        if not len(columns):
+            return
+        where = np.asarray(columns, np.int64)
+        ids = self._code[where] >> 32
+        self._code[where] = -1
+        np.subtract.at(self._users, ids, 1)
+        for id_ in np.unique(ids[self._users[ids] == 0]).tolist():
+            del self._ids[self._prefixes[id_]]
+            self._prefixes[id_] = None
+            self._free_ids.append(id_)
+        self._changed = True
+
+    def key(self, column: int) -> Hashable:
+        code = int(self._code[column])
+        prefix, tail = self._prefixes[code >> 32], code & 0xFFFFFFFF
+        if tail == _WHOLE:
+            key: Hashable = prefix[1]
+            return key
+        return (*prefix, tail)
+
+
 class History:
     """The samples of every (source, group, topic, partition), as columns: a ring of collections (one sample
     time per collection) x partitions, committed offsets and lags as int32 while every value recorded fits
@@ -333,8 +444,7 @@ class History:
 
     def __init__(self, window: float) -> None:
         self.window = window
-        self._rows: dict[Hashable, int] = {}  # key -> column
-        self._keys: list[Hashable | None] = []  # column -> key (None: free)
+        self._index = _KeyIndex()  # key <-> column
         self._free: array[int] = array("q")  # free columns, last out first (no int object each)
         self._times: list[float] = []  # per kept collection, oldest first
         self._head = 0  # ring slot of the oldest kept collection
@@ -374,7 +484,7 @@ class History:
             self._last_commit = np.concatenate([self._last_commit, np.full(new_width - width, math.nan)])
             self._used = np.concatenate([self._used, np.zeros(new_width - width, bool)])
             self._free.extend(range(new_width - 1, width - 1, -1))
-            self._keys.extend([None] * (new_width - width))
+            self._index.grow(new_width)
 
     def _window_slots(self) -> int:
         """Collections a window holds at the mean pace of the kept ones, with its anchor and the one being
@@ -396,7 +506,7 @@ class History:
     def _to_scalar(self, columns: list[int]) -> None:
         """Move these columns' samples to the scalar history (they missed a collection)."""
         for column in columns:
-            key = self._keys[column]
+            key = self._index.key(column)
             first = int(self._first[column])
             slots = [self._slot(index) for index in range(first, len(self._times))]
             commit = float(self._last_commit[column])
@@ -407,13 +517,12 @@ class History:
                 self._lag[slots, column].tolist(),
                 None if math.isnan(commit) else commit,
             )
-            self._release(column)
+        self._release(columns)
 
-    def _release(self, column: int) -> None:
-        del self._rows[self._keys[column]]
-        self._keys[column] = None
-        self._used[column] = False
-        self._free.append(column)
+    def _release(self, columns: list[int]) -> None:
+        self._index.release(columns)
+        self._used[columns] = False
+        self._free.extend(columns)
 
     # -- recording and evaluating ----------------------------------------------------------------------------
 
@@ -430,32 +539,28 @@ class History:
         count = len(keys)
         codes = np.full(count, _OK, np.int8)
         rates = np.zeros(count, np.float64)
-        rows, scalar, new = self._rows, self._scalar, []
-        columns = np.full(count, -1, np.int64)
-        in_scalar = []
-        for index, key in enumerate(keys):
-            column = rows.get(key)
-            if column is not None:
-                columns[index] = column
-            elif key in scalar:
-                in_scalar.append(index)
-            else:
-                new.append(index)
+        scalar, key_index = self._scalar, self._index
+        columns = key_index.columns(key_index.codes(keys))
+        new: list[int] = []
+        in_scalar: list[int] = []
+        for position in np.flatnonzero(columns < 0).tolist():
+            (in_scalar if keys[position] in scalar else new).append(position)
         sampled = columns[columns >= 0]
-        if len(sampled) < len(rows):  # kept partitions this collection has no sample for
-            mask = np.zeros(len(self._keys), bool)
+        kept = int(np.count_nonzero(self._used))
+        if len(sampled) < kept:  # kept partitions this collection has no sample for
+            mask = np.zeros(len(self._used), bool)
             mask[sampled] = True
-            self._to_scalar([rows[key] for key in list(rows) if not mask[rows[key]]])
+            self._to_scalar(np.flatnonzero(self._used & ~mask).tolist())
+            kept = len(sampled)
         slots = len(self._times) + 1
-        self._reserve(slots, len(rows) + len(new))
+        self._reserve(slots, kept + len(new))
         last = len(self._times)
-        for index in new:
-            column = self._free.pop()
-            rows[keys[index]] = column
-            self._keys[column] = keys[index]
-            self._used[column] = True
-            columns[index] = column
-            self._first[column] = last
+        if new:
+            taken = [self._free.pop() for _ in new]
+            columns[new] = taken
+            self._used[taken] = True
+            self._first[taken] = last
+            key_index.assign(taken, [keys[position] for position in new])
         self._times.append(now)
         column_mask = columns >= 0
         where = columns[column_mask]
@@ -593,8 +698,10 @@ class History:
     def retain(self, keys: Iterable[Hashable]) -> None:
         """Forget partitions that are no longer reported (deleted groups or topics)."""
         keep = keys if isinstance(keys, set) else set(keys)
-        for key in self._rows.keys() - keep:
-            self._release(self._rows[key])
+        kept = self._index.columns(self._index.codes(list(keep)))
+        mask = np.zeros(len(self._used), bool)
+        mask[kept[kept >= 0]] = True
+        self._release(np.flatnonzero(self._used & ~mask).tolist())
         self._scalar.retain(keep)
 
     def retain_recorded(self) -> None:
@@ -605,8 +712,8 @@ class History:
 
     def samples(self, key: Hashable) -> list[Sample]:
         """The samples kept for `key`, oldest first (the latest with its commit time): for tests."""
-        column = self._rows.get(key)
-        if column is None:
+        column = int(self._index.columns(self._index.codes([key]))[0])
+        if column < 0:
             return self._scalar.samples(key)
         first = int(self._first[column])
         commit = float(self._last_commit[column])
@@ -625,4 +732,4 @@ class History:
         self.__init__(self.window)  # type: ignore[misc]
 
     def __len__(self) -> int:
-        return len(self._rows) + len(self._scalar)
+        return int(np.count_nonzero(self._used)) + len(self._scalar)
