@@ -29,9 +29,9 @@ from pyspark.sql.streaming.query import StreamingQuery
 from jobs.common.config import StreamingJobConfig
 from jobs.common.session import jvm_jars
 from jobs.user_enrichment.config import EnrichmentJobConfig
-from jobs.user_enrichment.main import start_queries as start_enrichment
+from jobs.user_enrichment.main import JOB as ENRICHMENT
 from jobs.user_view.config import UserViewJobConfig
-from jobs.user_view.main import start_queries as start_user_view
+from jobs.user_view.main import JOB as USER_VIEW
 from scripts import bench_tables
 from scripts.bench_local.sampling import machine, versions
 from streamstack import runtimes as runtime_cache
@@ -45,7 +45,7 @@ TRIGGER = "2 seconds"
 SHUFFLE_PARTITIONS = 4
 JobConfig = EnrichmentJobConfig | UserViewJobConfig
 StartQueries = Callable[[SparkSession, Any], list[StreamingQuery]]
-JOBS = ("user-enrichment", "user-view")
+JOBS = {job.name: job for job in (ENRICHMENT, USER_VIEW)}
 
 
 def log(line: str) -> None:
@@ -67,7 +67,7 @@ def order_id(index: int) -> str:
 def load_start_queries(job: str, job_module: Path | None) -> StartQueries:
     """`start_queries` of the job's current main module, or of a copy of it (another design)."""
     if job_module is None:
-        return start_enrichment if job == "user-enrichment" else start_user_view
+        return JOBS[job].start_queries
     spec = importlib.util.spec_from_file_location("bench_tables_job", job_module)
     if spec is None or spec.loader is None:
         raise SystemExit(f"--job-module {job_module}: not a Python file")
@@ -258,7 +258,7 @@ def measure_size(
         shadow_group_prefix=None,
     )
     config: JobConfig
-    if args.job == "user-enrichment":
+    if args.job == ENRICHMENT.name:
         config = EnrichmentJobConfig(
             streaming=streaming,
             views_topic=f"{prefix}-views",
@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sizes", default=",".join(str(size) for size in DEFAULT_SIZES), help="users, comma-separated"
     )
-    parser.add_argument("--job", choices=JOBS, default="user-enrichment", help="the job measured")
+    parser.add_argument("--job", choices=list(JOBS), default=ENRICHMENT.name, help="the job measured")
     parser.add_argument("--label", default="new", help="the design's name in the results")
     parser.add_argument("--job-module", type=Path, default=None, help="a main.py with another start_queries")
     parser.add_argument(

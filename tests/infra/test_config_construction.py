@@ -32,7 +32,7 @@ EXPORTER_IMAGE = "streamstack/lag-exporter:0.1.0"
 
 
 def job(**changes: Any) -> JobConfig:
-    """user-view as the catalogue describes it, with `changes`."""
+    """A job config shaped like user-view's catalogue entry (declared stateless here), with `changes`."""
     fields: dict[str, Any] = {
         "name": "user-view",
         "module": "user_view",
