@@ -212,19 +212,20 @@ class Refresher:
         self._reader.forget_commits_before(now - 2 * self._config.window)
         if not times:
             return positions  # their last_commit is None already
-        return [
-            Position(
-                position.source,
-                position.group,
-                position.topic,
-                position.partition,
-                position.committed,
-                times.get((position.group, position.topic, position.partition)),
-            )
-            if position.source != "checkpoint"
-            else position
-            for position in positions
-        ]
+        # in place: a second list of 150,000 positions would live beside the first
+        for index, position in enumerate(positions):
+            if position.source != "checkpoint":
+                at = times.get((position.group, position.topic, position.partition))
+                if at is not None:
+                    positions[index] = Position(
+                        position.source,
+                        position.group,
+                        position.topic,
+                        position.partition,
+                        position.committed,
+                        at,
+                    )
+        return positions
 
     def _record_timestamps(
         self, positions: list[Position], latest: Mapping[TP, int], earliest: Mapping[TP, int], now: float

@@ -80,12 +80,16 @@ class ConsumerGroupSource:
     def read(self) -> GroupRead:
         groups = [group for group in self._reader.list_groups() if self._groups(group)]
         offsets, failed = self._reader.committed_offsets(groups)
-        positions = tuple(
-            Position(self.source_of(group), group, topic, partition, offset)
-            for group, committed in sorted(offsets.items())
-            for (topic, partition), offset in sorted(committed.items())
-        )
-        return GroupRead(positions, tuple(failed))
+        positions: list[Position] = []
+        for group in sorted(offsets):
+            committed = offsets.pop(group)  # freed as its positions are made, not after them all
+            source = self.source_of(group)
+            positions.extend(
+                Position(source, group, topic, partition, offset)
+                for (topic, partition), offset in sorted(committed.items())
+            )
+            del committed
+        return GroupRead(tuple(positions), tuple(failed))
 
 
 class CheckpointError(Exception):

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException  # type: ignore[import-untyped]
+from confluent_kafka import Producer as RdProducer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 from kafka.protocol.consumer import OffsetSpec
@@ -586,4 +587,98 @@ def test_the_commit_log_is_read_from_its_end_without_asking_for_every_topic(
         wait_for(lambda: (group, topic_name, 0) in reader.commit_times(1.0), timeout=30, what="the commit")
         assert reader.commit_times(1.0)[(group, topic_name, 0)] == pytest.approx(committed_at, abs=5.0)
     finally:
+        reader.close()
+
+
+def _records(bootstrap_servers: str, topic: str, partition: int) -> list[tuple[int, int]]:
+    """(offset, timestamp) of every data record of a partition, read by kafka-python's consumer."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        end = consumer.end_offsets([tp])[tp]
+        records: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 30
+        while consumer.position(tp) < end and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=500).values():
+                records.extend((record.offset, record.timestamp) for record in batch)
+        return records
+    finally:
+        consumer.close(autocommit=False)
+
+
+def test_record_timestamps_are_those_of_the_first_record_at_or_after_each_offset(
+    kafka: LocalKafka, topic_name: str
+) -> None:
+    """`timestamps_at`: for each offset asked, the timestamp of the first data record at or after it, as an
+    independent consumer (kafka-python's KafkaConsumer) reads the records: several offsets of a partition,
+    near each other and far apart; an offset held by a transaction marker (the next record's); a topic with
+    broker-side timestamps (LogAppendTime). No answer, and no error, for an offset below the log start
+    (deleted records), at or beyond the end, or in a topic deleted after its leaders were read; those do
+    not hold the others up. (A guard for any other way of reading them: the librdkafka reader tried in
+    stop 36 passed it too.)"""
+    created, appended, gone = f"{topic_name}-create", f"{topic_name}-append", f"{topic_name}-gone"
+    kafka.create_topics(
+        [
+            TopicSpec(created, partitions=4),
+            TopicSpec(appended, extra_config={"message.timestamp.type": "LogAppendTime"}),
+            TopicSpec(gone),
+        ]
+    )
+    now_ms = int(time.time() * 1000)
+    produce_to(
+        kafka.bootstrap_servers, created, 0, 300, timestamps_ms=[now_ms - 1_000_000 + i for i in range(300)]
+    )
+    produce_to(kafka.bootstrap_servers, created, 1, 6)
+    produce_to(kafka.bootstrap_servers, created, 2, 4)
+    producer = RdProducer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": topic_name})
+    producer.init_transactions(30)
+    for first in (0, 2):  # records 0-1, a marker at 2, records 3-4, a marker at 5
+        producer.begin_transaction()
+        for index in range(first, first + 2):
+            producer.produce(created, b"in-transaction", partition=3, timestamp=now_ms - 50_000 + index)
+        producer.commit_transaction(30)
+    produce_to(kafka.bootstrap_servers, appended, 0, 3, timestamps_ms=[now_ms - 500_000] * 3)
+    produce_to(kafka.bootstrap_servers, gone, 0, 3)
+    admin = kafka.admin()
+    reader = KafkaReader(ExporterConfig(bootstrap_servers=kafka.bootstrap_servers, kafka_timeout=5.0))
+    try:
+        admin.delete_records({TopicPartition(created, 1): 3})
+        wanted = {
+            (created, 0): [250, 3, 4, 40, 41],
+            (created, 1): [1],  # deleted
+            (created, 2): [4],  # the end
+            (created, 3): [0, 2, 3, 6],  # 2: a marker; 6: the end
+            (appended, 0): [1],
+        }
+        truth = {tp: _records(kafka.bootstrap_servers, *tp) for tp in wanted if tp != (created, 1)}
+        assert [offset for offset, _ in truth[(created, 3)]] == [0, 1, 3, 4]
+        assert all(stamp > now_ms - 60_000 for _, stamp in truth[(appended, 0)])  # the broker's time
+        expected = {
+            (*tp, offset): next(stamp for at, stamp in truth[tp] if at >= offset)
+            for tp, offsets in wanted.items()
+            if tp in truth
+            for offset in offsets
+            if any(at >= offset for at, _ in truth[tp])
+        }
+        assert len(expected) == 5 + 3 + 1
+        assert reader.timestamps_at(wanted, budget=20.0) == expected
+        assert reader.timestamps_at({(created, 0): [299, 300, 1_000]}, budget=20.0) == {
+            (created, 0, 299): now_ms - 1_000_000 + 299
+        }
+
+        assert reader.partitions([gone])
+        leader = reader._leaders[(gone, 0)]
+        admin.delete_topics([gone])
+        wait_for(lambda: not reader.partitions([gone]), timeout=30, what="the topic to be gone")
+        assert reader.partitions([created])
+        reader._leaders[(gone, 0)] = leader  # as read before the deletion
+        started = time.monotonic()
+        assert reader.timestamps_at({(gone, 0): [0], (created, 2): [1]}, budget=20.0) == {
+            (created, 2, 1): truth[(created, 2)][1][1]
+        }
+        assert time.monotonic() - started < 15.0
+    finally:
+        admin.close()
         reader.close()
