@@ -60,7 +60,7 @@ bench-local: setup ## the local stack at its defaults, ~11 min: utilization, lag
 bench-tables: setup ## user-enrichment's (or --job user-view's) batch duration at 10k, 100k and 1M users, ~7 min (BENCH_ARGS=flags)
 	$(BIN)/python -m scripts.bench_tables $(BENCH_ARGS)
 
-bench-stateful: setup ## view-bursts and order-state (applyInPandasWithState): events/s and state bytes per key (BENCH_ARGS=flags)
+bench-stateful: setup ## view-bursts and order-state (flatMapGroupsWithState, Java): events/s and state bytes per key (BENCH_ARGS=flags)
 	$(BIN)/python -m scripts.bench_stateful $(BENCH_ARGS)
 
 bench-batch-cost: setup ## fixed cost per micro-batch, ~20 min: each lever alone and combined (BENCH_ARGS=flags)

@@ -96,7 +96,7 @@ def constraint_pins() -> dict[str, str]:
     return pins
 
 
-# The jobs image's packages beyond the exporter's: pandas and pyarrow (applyInPandasWithState) at
+# The jobs image's packages beyond the exporter's: pandas and pyarrow (pandas functions) at
 # pyproject's pins, and what they need at run time, installed with --no-deps, at constraints.txt's pins.
 JOBS_ONLY_PINNED = ("pandas", "pyarrow")
 JOBS_ONLY_DEPENDENCIES = ("numpy", "python-dateutil", "pytz", "tzdata")

@@ -18,8 +18,8 @@ Rules:  jobs/order_state/state_machine.py, `apply_event`, with the table of poss
 Order:  events are folded in Kafka offset order within the partition, the log's order, NOT in event-time
         order: the log is the source of truth, and an order's events all sit in one partition (the key is
         the order id; a record whose key differs from its order_id is a `key_mismatch` dead letter). The
-        event times are recorded, never sorted by. Within a micro-batch applyInPandasWithState hands a
-        group's rows over in no guaranteed order, so the fold sorts them by (partition, offset) first.
+        event times are recorded, never sorted by. Within a micro-batch Spark hands a group's rows over
+        in no guaranteed order, so the fold sorts them by (partition, offset) first.
         Do not add partitions to the input topic while orders are open: the key would map to another
         partition, and a batch holding an order's events from both could fold them out of order.
 Why this topic cannot be compacted, when the CDC topics (users, orders) can: a CDC record is the whole
@@ -29,18 +29,18 @@ Why this topic cannot be compacted, when the CDC topics (users, orders) can: a C
         impossible without OrderPlaced and OrderPaid before it), losing the amount, the step times and
         the version. Time-based retention loses the same for orders older than it. So the events are
         kept forever, and the state is the compacted output, rebuilt from them at will.
-How:    one stateful query `<name>`: decode, then `groupBy(order_id).applyInPandasWithState` with a
-        Python fold (jobs.order_state.transforms.fold_group), output mode update, NO timeout: an
-        order's state (about 0.5 KB with its applied event ids) is kept as long as the job runs, so a
+How:    one stateful query `<name>`: decode, then `groupByKey(order_id).flatMapGroupsWithState` in the
+        JVM (`streamstack.jvm.OrderStates`, Java; jobs.jvm.order_states), output mode update, NO timeout.
+        The Java fold applies state_machine.py's rules, which stay the reference (the tests hold the two
+        to the same verdicts, details and states) and which the order-event producer plans with. It was
+        `applyInPandasWithState` with a Python fold until 2026-11-27: every batch then went through a
+        Python worker per task, where a batch of a few events now starts none. A checkpoint of that
+        version holds state of another schema, which Spark refuses at start: replay into a new checkpoint.
+        An order's state (about 0.5 KB with its applied event ids) is kept as long as the job runs, so a
         returned order's state still rejects later events. Expiring final orders with a processing-time
         timeout would make a late event after the expiry look like a new order's first event (rejected
         "... before OrderPlaced") instead of "... after OrderReturned": the dead letter's reason would then
         depend on timing, and a replay would not reproduce it.
-        Why applyInPandasWithState and not transformWithStateInPandas: measured on branch
-        issue16-stateful-user-enrichment, a transformWithState job failed to start three times in a row in
-        a clean-clone CI run: Spark 4.3's driver-side pre-init Python worker has a hardcoded 10 s
-        connect-back (PythonWorkerFactory.createSimpleWorker) that a loaded 2-core machine misses.
-        applyInPandasWithState starts its Python workers on executors like any pandas UDF.
 Dead letters: malformed records (bad JSON, missing or mistyped fields, `missing_key`, `key_mismatch`, an
         unknown type or an amount below 0 or beyond ±1e16 (`out_of_range`), an OrderPlaced or
         AmountCorrected without an amount (`missing_field`)) go to `--dead-letter-topic` from the query

@@ -1,7 +1,7 @@
 """An order's life as a state machine, and its state as the fold of its events: plain Python, no Spark.
 
-`apply_event(state, event)` is the one place the rules live; the job (jobs.order_state.transforms) and
-anyone replaying the log call it on each order's events in log order.
+`apply_event(state, event)` is where the rules are defined; the order-event producer plans lives with it,
+and the job's fold (Java: streamstack.jvm.OrderStates, for speed) is tested against it event by event.
 
     status (before)   OrderPlaced  OrderPaid  OrderShipped  OrderDelivered  OrderReturned  AmountCorrected
     none              placed       -          -             -               -              -

@@ -1,19 +1,11 @@
 """Pure DataFrame -> DataFrame steps of the order-state job: decode order events, fold each order's events
-into its state (jobs.order_state.state_machine) with applyInPandasWithState, encode the states and the
-rejected events as Kafka records."""
+into its state by the rules of jobs.order_state.state_machine (in the JVM: jobs.jvm.order_states), encode
+the states and the rejected events as Kafka records."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
-from collections.abc import Iterator
-from typing import Any
-
-import pandas as pd  # type: ignore[import-untyped]
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
 
 from contracts.record_sizes import MAX_DEAD_LETTER_DETAIL_CHARS
@@ -23,15 +15,8 @@ from jobs.common.encoding import iso_millis, json_value, kafka_header, record_po
 from jobs.common.events import EventField, EventSchema
 from jobs.common.progress import OBSERVED_DEAD_LETTERS
 from jobs.common.schemas import AMOUNT_LIMIT, as_amount
-from jobs.order_state.state_machine import (
-    AMOUNT_EVENTS,
-    EVENT_TYPES,
-    REJECTION_REASONS,
-    OrderEvent,
-    OrderState,
-    Rejection,
-    apply_event,
-)
+from jobs.jvm.order_states import fold_orders_in_jvm
+from jobs.order_state.state_machine import AMOUNT_EVENTS, EVENT_TYPES, REJECTION_REASONS
 
 ORDER_EVENT = EventSchema(
     "order-event",
@@ -46,38 +31,7 @@ ORDER_EVENT = EventSchema(
 )
 ORDER_KEY_FIELD = "order_id"
 
-# The state kept per order (an OrderState without its order id, which is the grouping key). The applied
-# event ids are one JSON array text: PySpark 4.3 fails to read back a state schema holding an array
-# (KeyError: 'elementType' in the Python worker's StructType.fromJson).
-STATE_FIELDS = (
-    "status string, amount double, version long, updated_at string, last_event_id string, "
-    "placed_at string, paid_at string, shipped_at string, delivered_at string, returned_at string, "
-    "amount_corrected_at string, applied_event_ids string"
-)
 _TIME_COLUMNS = ("placed_at", "paid_at", "shipped_at", "delivered_at", "returned_at", "amount_corrected_at")
-# What the fold emits: per order and batch, its new state (kind 'state', if an event was applied) and
-# each rejected event (kind 'rejected', with the raw record for the dead letter). Every row carries the
-# source position of its event (for a state, the last event applied).
-FOLD_OUTPUT = (
-    "kind string, order_id string, status string, amount double, version long, updated_at string, "
-    "last_event_id string, placed_at string, paid_at string, shipped_at string, delivered_at string, "
-    "returned_at string, amount_corrected_at string, dead_letter_reason string, dead_letter_detail string, "
-    "key binary, value binary, topic string, partition int, offset long, timestamp_ms long"
-)
-_OUTPUT_COLUMNS = [column.split()[0] for column in FOLD_OUTPUT.split(", ")]
-_STATE_ATTRIBUTES = [a.name for a in dataclasses.fields(OrderState) if a.name in _OUTPUT_COLUMNS]
-_INPUT_COLUMNS = (
-    "event_id",
-    "type",
-    "event_time",
-    "amount",
-    "key",
-    "value",
-    "topic",
-    "partition",
-    "offset",
-    "timestamp_ms",
-)
 
 
 def decode_order_events(kafka_records: DataFrame, limits: EventLimits) -> DataFrame:
@@ -140,103 +94,10 @@ def order_events(decoded: DataFrame) -> DataFrame:
     )
 
 
-def _state_of(order_id: str, stored: tuple[Any, ...]) -> OrderState:
-    (status, amount, version, updated_at, last_event_id, *times, event_ids) = stored
-    return OrderState(
-        order_id=order_id,
-        status=status,
-        amount=amount,
-        version=version,
-        updated_at=updated_at,
-        last_event_id=last_event_id,
-        applied_event_ids=tuple(json.loads(event_ids)),
-        **dict(zip(_TIME_COLUMNS, times, strict=True)),
-    )
-
-
-def _stored(state: OrderState) -> tuple[Any, ...]:
-    times = tuple(getattr(state, column) for column in _TIME_COLUMNS)
-    head = (state.status, state.amount, state.version, state.updated_at, state.last_event_id)
-    return (*head, *times, json.dumps(list(state.applied_event_ids)))
-
-
-def fold_group(
-    key: tuple[Any, ...], batches: Iterator[pd.DataFrame], group_state: GroupState
-) -> Iterator[pd.DataFrame]:
-    """One order's events of one micro-batch, applied to its stored state in log order: sorted by (partition,
-    offset), since applyInPandasWithState hands a group's rows over in no guaranteed order (all of an
-    order's events are in one partition: the key is the order id). Emits the new state if an event was
-    applied, and each rejected event.
-
-    Plain Python lists rather than pandas operations per group: a group is a handful of rows, and pandas'
-    per-call overhead (sort_values, itertuples) dominated the fold."""
-    (order_id,) = key
-    columns: dict[str, list[Any]] = {name: [] for name in _INPUT_COLUMNS}
-    for chunk in batches:
-        for name in _INPUT_COLUMNS:
-            columns[name].extend(chunk[name].tolist())
-    order = sorted(
-        range(len(columns["offset"])), key=lambda i: (columns["partition"][i], columns["offset"][i])
-    )
-    state = _state_of(order_id, group_state.get) if group_state.exists else None
-    applied: dict[str, Any] | None = None
-    out: dict[str, list[Any]] = {name: [] for name in _OUTPUT_COLUMNS}
-
-    def emit(row: dict[str, Any]) -> None:
-        for name in _OUTPUT_COLUMNS:
-            out[name].append(row.get(name))
-
-    for i in order:
-        amount = columns["amount"][i]
-        event = OrderEvent(
-            columns["event_id"][i],
-            order_id,
-            columns["type"][i],
-            columns["event_time"][i],
-            None if amount is None or math.isnan(amount) else float(amount),  # NaN: absent
-        )
-        position = {
-            "topic": columns["topic"][i],
-            "partition": int(columns["partition"][i]),
-            "offset": int(columns["offset"][i]),
-            "timestamp_ms": int(columns["timestamp_ms"][i]),
-        }
-        result = apply_event(state, event)
-        if isinstance(result, Rejection):
-            emit(
-                {
-                    "kind": "rejected",
-                    "order_id": order_id,
-                    "version": 0 if state is None else state.version,
-                    "dead_letter_reason": result.reason,
-                    "dead_letter_detail": result.detail,
-                    "key": columns["key"][i],
-                    "value": columns["value"][i],
-                    **position,
-                }
-            )
-        else:
-            state, applied = result, position
-    if state is not None and applied is not None:
-        group_state.update(_stored(state))
-        emit({**{name: getattr(state, name) for name in _STATE_ATTRIBUTES}, "kind": "state", **applied})
-    if out["kind"]:
-        # dtype=object: a column that is None in every row would otherwise be float64 NaN, which PySpark
-        # 4.3 turns into a ChunkedArray for a string column and then fails ("Cannot convert
-        # pyarrow.lib.ChunkedArray to pyarrow.lib.Array").
-        yield pd.DataFrame(out, columns=_OUTPUT_COLUMNS, dtype=object)
-
-
 def fold_orders(events: DataFrame) -> DataFrame:
     """Each order's events folded into its state, kept in Spark state across batches (no timeout: an
     order's state is kept for as long as the job runs, see the runbook)."""
-    return events.groupBy("order_id").applyInPandasWithState(
-        fold_group,
-        outputStructType=FOLD_OUTPUT,
-        stateStructType=STATE_FIELDS,
-        outputMode="update",
-        timeoutConf=GroupStateTimeout.NoTimeout,
-    )
+    return fold_orders_in_jvm(events)
 
 
 _HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))

@@ -25,7 +25,11 @@ Late rows: the watermark trails the largest event time seen by `--watermark-dela
         own watermark over the same input and reads it from its offset log: it can be one trigger apart from
         the main query's, so a view arriving while the watermark moves past it may be dropped without
         being routed, or routed although it was counted.
-How:    arbitrary stateful processing, `applyInPandasWithState` grouped by user with an event-time timeout.
+How:    arbitrary stateful processing, `flatMapGroupsWithState` grouped by user with an event-time timeout,
+        in the JVM (`streamstack.jvm.ViewBursts`, Java; jobs.jvm.view_bursts), so a batch starts no Python
+        worker and converts no rows to pandas (it was `applyInPandasWithState` until 2026-11-27; a
+        checkpoint of that version holds state of another schema, which Spark refuses at start: replay
+        into a new checkpoint).
         Per user the state holds a time-ordered buffer of the view times an on-time view could still share
         a window with (after watermark - window length), the largest burst so far and the newest view time.
         Each batch inserts the user's new views, recomputes the largest window over the buffer (two
@@ -34,11 +38,6 @@ How:    arbitrary stateful processing, `applyInPandasWithState` grouped by user 
         `--state-retention`, when the user is forgotten: state per user stays bounded by the views of one
         window, and the number of users by those active within the retention. A forgotten user starts again
         from 0; the record of their next burst replaces the old one.
-        Not transformWithStateInPandas: it was measured on branch issue16-stateful-user-enrichment, where a
-        transformWithState job failed to start three times in a row in a clean-clone CI run, because Spark
-        4.3's driver-side pre-init Python worker has a hardcoded 10 s connect-back
-        (PythonWorkerFactory.createSimpleWorker) that a loaded 2-core machine misses. applyInPandasWithState
-        starts no driver-side Python worker.
 Dead letters: malformed records go to `--dead-letter-topic` with the reason in headers (query
         `<name>.dead-letters`), counted in `streamstack_query_dead_letters_total{reason}`.
 State:  `<checkpoint dir>/<query name>` per query: offsets, commits and (main query) the per-user buffers,

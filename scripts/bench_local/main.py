@@ -107,6 +107,8 @@ def measure(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], li
     runtimes = runtime_cache.ensure(log=log)
     options = LocalStackOptions.on_free_ports(workdir)
     pipeline = streaming_pipeline()
+    if args.jobs:
+        pipeline = pipeline.only(args.jobs.split(","))
     result: dict[str, Any] = {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
@@ -207,7 +209,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help="raw results JSON (default benchmarks/local-<date>.json)"
     )
+    parser.add_argument(
+        "--jobs",
+        default=None,
+        metavar="NAME[,NAME]",
+        help="only these jobs and the producers they need (default all, as `make up`): a job's own cost",
+    )
     args = parser.parse_args(argv)
+    if args.jobs:
+        try:
+            streaming_pipeline().only(args.jobs.split(","))
+        except StreamstackError as error:
+            parser.error(str(error))
     if args.warmup_seconds < 0 or args.sample_seconds < 4 or args.measure_seconds < args.sample_seconds:
         parser.error(
             "need --warmup-seconds >= 0, --sample-seconds >= 4 (two scrapes) and <= --measure-seconds"

@@ -22,9 +22,18 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from jobs.jvm.gateway import jvm_class
+from jobs.jvm.order_states import ORDER_STATES_CLASS
 from jobs.order_state.config import OrderStateJobConfig
 from jobs.order_state.main import parse_args, start_queries
-from jobs.order_state.state_machine import OrderEvent, Rejection, apply_event
+from jobs.order_state.state_machine import (
+    AMOUNT_EVENTS,
+    EVENT_TYPES,
+    OrderEvent,
+    OrderState,
+    Rejection,
+    apply_event,
+)
 from jobs.producers import order_events
 from jobs.producers.order_events import OrderEventGenerator
 from streamstack.local.kafka import LocalKafka, TopicSpec
@@ -259,6 +268,59 @@ def test_the_state_machine_names_each_impossible_transition() -> None:
     assert state is not None and (state.status, state.version, state.returned_at) == ("returned", 5, "t10")
 
 
+def described(state: OrderState) -> tuple[Any, ...]:
+    times = tuple(getattr(state, name) for name in TIME_FIELDS)
+    return (
+        state.status,
+        state.amount,
+        state.version,
+        state.updated_at,
+        state.last_event_id,
+        times,
+        list(state.applied_event_ids),
+    )
+
+
+def described_in_jvm(state: Any) -> tuple[Any, ...]:
+    return (
+        state.status(),
+        state.amount(),
+        state.version(),
+        state.updatedAt(),
+        state.lastEventId(),
+        tuple(state.times()),
+        list(state.appliedEventIds()),
+    )
+
+
+@pytest.mark.spark
+def test_the_jvm_fold_applies_the_state_machines_rules(spark: SparkSession) -> None:
+    """The job's fold (Java) against the one Python function that holds the rules, event by event, on
+    random lives: the same verdicts, details and states."""
+    orders, rng = jvm_class(spark, ORDER_STATES_CLASS), random.Random(5)
+    verdicts: Counter[str] = Counter()
+    for life in range(300):
+        state, state_in_jvm = None, None
+        ids: list[str] = []
+        for n in range(rng.randrange(1, 10)):
+            event_type = rng.choice(EVENT_TYPES)
+            event_id = rng.choice(ids) if ids and rng.random() < 0.2 else f"{life}-e{n}"
+            ids.append(event_id)
+            amount = round(rng.uniform(0, 100), 2) if event_type in AMOUNT_EVENTS else None
+            event = OrderEvent(event_id, "o", event_type, f"t{n}", amount)
+            expected = apply_event(state, event)
+            result = orders.applyEvent(state_in_jvm, "o", event_id, event_type, f"t{n}", amount)
+            if isinstance(expected, Rejection):
+                assert result.getClass().getSimpleName() == "Rejection"
+                assert (result.reason(), result.detail()) == (expected.reason, expected.detail)
+                verdicts[expected.reason] += 1
+            else:
+                assert described_in_jvm(result) == described(expected)
+                state, state_in_jvm = expected, result
+                verdicts["applied"] += 1
+    assert min(verdicts.values()) >= 50, verdicts
+
+
 def test_catalogue_command_line_parses() -> None:
     config = parse_args(catalogue_command_line("order-state"))
     assert (config.input_topic, config.output_topic) == ("order-events", "order-state")
@@ -298,6 +360,9 @@ def test_order_states_match_the_reference_fold_and_a_replay_rebuilds_them(
         operator = last_progress.stateOperators[0]
         state_rows, state_bytes = operator.numRowsTotal, operator.memoryUsedBytes
         batches = len(query.recentProgress)
+        plan = query._jsq.streamingQuery().lastExecution().executedPlan().toString()
+    # The fold runs in the JVM: no Python worker per task for a batch of a few events.
+    assert "FlatMapGroupsWithState" in plan and "Pandas" not in plan
 
     bad_positions = {
         r.position: BAD_RECORDS[(r.key, r.value)] for r in sent if (r.key, r.value) in BAD_RECORDS

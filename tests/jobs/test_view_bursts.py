@@ -18,13 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs.jvm.gateway import jvm_class
+from jobs.jvm.view_bursts import VIEW_BURSTS_CLASS
 from jobs.view_bursts.config import BurstJobConfig
 from jobs.view_bursts.main import parse_args, start_queries
-from jobs.view_bursts.transforms import Burst, UserState, advance, largest_window
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from tests.jobs.streaming_helpers import (
     catalogue_command_line,
@@ -225,6 +227,9 @@ def test_bursts_read_back_from_kafka_match_the_oracle(
         last = by_name["view-bursts"].lastProgress
         assert last is not None
         state = last.stateOperators[0]
+        plan = by_name["view-bursts"]._jsq.streamingQuery().lastExecution().executedPlan().toString()
+    # The state step runs in the JVM: no Python worker per task for a batch of a few views.
+    assert "FlatMapGroupsWithState" in plan and "Pandas" not in plan
     print(f"\nstate after the run: {state.numRowsTotal} users, {state.memoryUsedBytes} bytes")
 
     output = read_records(bootstrap, job_config.output_topic)
@@ -276,19 +281,65 @@ def test_bursts_read_back_from_kafka_match_the_oracle(
     }
 
 
-def test_the_state_step_keeps_only_what_an_on_time_view_can_share_a_window_with() -> None:
-    """`advance` without Spark: eviction at watermark - window, growth only, ties keep the first burst."""
-    window = 60_000
-    state, emitted = advance(None, [0, 59_999, 60_000], watermark_ms=0, window_ms=window)
-    assert emitted == Burst(2, 0, 59_999) and state is not None  # 0 and 60_000: a window apart
-    state, emitted = advance(state, [], watermark_ms=60_000, window_ms=window)
-    assert emitted is None and state == UserState((59_999, 60_000), Burst(2, 0, 59_999), 60_000)
-    state, emitted = advance(state, [125_000], watermark_ms=65_000, window_ms=window)
-    assert emitted is None  # 2 at most again: a tie keeps the burst emitted
-    assert state is not None and state.buffer == (59_999, 60_000, 125_000) and state.newest_ms == 125_000
-    state, emitted = advance(state, [100_000, 100_000], watermark_ms=65_000, window_ms=window)
-    assert emitted == Burst(4, 59_999, 100_000)  # an out-of-order duplicate grows it
-    assert largest_window([1, 2, 3, 100, 101, 102, 103], 10) == Burst(4, 100, 103)
+class JavaBursts:
+    """The JVM `ViewBursts` steps through py4j, their results as plain tuples."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        gateway, jvm = spark.sparkContext._gateway, spark.sparkContext._jvm
+        assert gateway is not None and jvm is not None
+        self.gateway, self.jvm = gateway, jvm
+        self.bursts = jvm_class(spark, VIEW_BURSTS_CLASS)
+
+    def longs(self, values: Sequence[int]) -> Any:
+        array = self.gateway.new_array(self.jvm.long, len(values))
+        for index, value in enumerate(values):
+            array[index] = value
+        return array
+
+    @staticmethod
+    def burst(burst: Any) -> tuple[int, int, int] | None:
+        return None if burst is None else (burst.views(), burst.firstMs(), burst.lastMs())
+
+    def largest_window(self, times: Sequence[int], window_ms: int) -> tuple[int, int, int] | None:
+        return self.burst(self.bursts.largestWindow(self.longs(times), window_ms))
+
+    def advance(self, state: Any, new_times: Sequence[int], watermark_ms: int, window_ms: int) -> Any:
+        return self.bursts.advance(state, self.longs(new_times), watermark_ms, window_ms)
+
+    def described(self, step: Any) -> tuple[Any, tuple[int, int, int] | None]:
+        state = step.state()
+        if state is None:
+            return None, self.burst(step.emitted())
+        return (list(state.buffer()), self.burst(state.best()), state.newestMs()), self.burst(step.emitted())
+
+
+@pytest.mark.spark
+def test_the_state_step_keeps_only_what_an_on_time_view_can_share_a_window_with(spark: SparkSession) -> None:
+    """The JVM step alone: eviction at watermark - window, growth only, ties keep the first burst."""
+    java, window = JavaBursts(spark), 60_000
+    step = java.advance(None, [0, 59_999, 60_000], watermark_ms=0, window_ms=window)
+    assert java.described(step) == (([0, 59_999, 60_000], (2, 0, 59_999), 60_000), (2, 0, 59_999))
+    step = java.advance(step.state(), [], watermark_ms=60_000, window_ms=window)
+    assert java.described(step) == (([59_999, 60_000], (2, 0, 59_999), 60_000), None)
+    step = java.advance(step.state(), [125_000], watermark_ms=65_000, window_ms=window)
+    assert java.described(step) == (([59_999, 60_000, 125_000], (2, 0, 59_999), 125_000), None)  # a tie
+    step = java.advance(step.state(), [100_000, 100_000], watermark_ms=65_000, window_ms=window)
+    assert java.described(step)[1] == (4, 59_999, 100_000)  # an out-of-order duplicate grows it
+    assert java.described(java.advance(None, [], watermark_ms=0, window_ms=window)) == (None, None)
+    assert java.largest_window([1, 2, 3, 100, 101, 102, 103], 10) == (4, 100, 103)
+
+
+@pytest.mark.spark
+def test_the_largest_window_agrees_with_the_oracle_on_random_views(spark: SparkSession) -> None:
+    java, rng = JavaBursts(spark), random.Random(7)
+    for _ in range(200):
+        window = rng.choice([1, 10, 1_000, 60_000])
+        times = sorted(rng.randrange(0, 5 * window) for _ in range(rng.randrange(1, 40)))
+        views, first, last = java.largest_window(times, window) or (0, 0, 0)
+        assert views == max_within(times, window)
+        assert 0 <= last - first < window and sum(1 for t in times if first <= t <= last) >= views
+        # Of equal runs, the one that ends first.
+        assert all(max_within([t for t in times if t <= end], window) < views for end in times if end < last)
 
 
 def test_command_line_rejects_a_bad_threshold(capsys: pytest.CaptureFixture[str]) -> None:

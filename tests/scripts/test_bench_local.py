@@ -1,9 +1,11 @@
-"""The local-stack benchmark's verdict: per-query maxima and means over the samples, the goals, the table."""
+"""The local-stack benchmark: its verdict (per-query maxima and means over the samples, the goals, the table)
+and its command line."""
 
 from __future__ import annotations
 
 import pytest
 
+from scripts.bench_local.main import main as bench_local_main
 from scripts.bench_local.report import Alert, Goals, QuerySample, Sample, evaluate, markdown
 
 
@@ -81,3 +83,10 @@ def test_goals_and_table_from_samples() -> None:
         line.startswith("- load average (1 min) over the samples: mean 2.00, max 2.50") for line in table
     )
     assert table[-1] == "- CPU, mean cores used: 1.60 in all = kafka 0.30 + everything else 1.30"
+
+
+def test_an_unknown_job_is_refused_before_anything_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        bench_local_main(["--jobs", "view-bursts,no-such-job"])
+    assert exit_info.value.code == 2
+    assert "--jobs: unknown job no-such-job" in capsys.readouterr().err

@@ -114,7 +114,7 @@ public final class UserViewTables {
                 Encoders.row(USER_CHANGE),
                 GroupStateTimeout.NoTimeout());
     return userChanges
-        .groupByKey(new ChangedUser(), Encoders.STRING())
+        .groupByKey(new FirstColumnKey(), Encoders.STRING())
         .flatMapGroupsWithState(
             new UserRows(),
             OutputMode.Append(),
@@ -133,14 +133,6 @@ public final class UserViewTables {
     }
   }
 
-  static final class ChangedUser implements MapFunction<Row, String> {
-    private static final long serialVersionUID = 1L;
-
-    @Override
-    public String call(Row row) {
-      return row.getString(0);
-    }
-  }
 
   static Row lastChange(Iterator<Row> rows) {
     Row last = rows.next();
