@@ -149,7 +149,7 @@ class Refresher:
         now = self._clock()
         positions = self._with_commit_times(positions, now)
         self._produced.record_all(list(latest), latest.values(), now)
-        self._produced.retain(latest)
+        self._produced.retain_recorded()  # every partition not in `latest`
         timestamps = self._record_timestamps(positions, latest, earliest, now)
         snapshot = build_snapshot(
             Inputs(positions, earliest, latest, timestamps, checkpoints.health),

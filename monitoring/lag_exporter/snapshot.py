@@ -42,6 +42,7 @@ from monitoring.lag_exporter.status import (
     PARTITION_STATUSES,
     STATUS_BY_CODE,
     History,
+    KeyIndex,
     Status,
     worst,
 )
@@ -301,7 +302,8 @@ class ProducedHistory:
 
     A run of samples with the same offset keeps its first and last time; at most `limit` points per partition.
 
-    Kept as columns: a row per partition (`(topic, partition)` -> row), its first points in two numpy
+    Kept as columns: a row per partition (`(topic, partition)` -> row, coded as History codes its keys: no
+    dict of 50,000 tuples, ~6 MB), its first points in two numpy
     arrays of `_DENSE` columns (int64 offsets, float64 times) with a count per row, recorded for all
     partitions of a collection at once (`record_all`). A partition whose offset does not move keeps two
     points (the run's first and last time) and stays there: ~120 bytes with its row in the dict, where two
@@ -317,7 +319,9 @@ class ProducedHistory:
             raise ValueError(f"limit must be at least 1, not {limit}")
         self._limit = limit
         self._width = min(limit, self._DENSE)
-        self._rows: dict[TP, int] = {}
+        self._rows = KeyIndex()  # (topic, partition) <-> row
+        self._kept = 0  # rows in use
+        self._recorded = np.zeros(0, np.int64)  # the rows the last record_all recorded
         self._free: array[int] = array("q")
         self._offsets = np.zeros((0, self._width), np.int64)
         self._times = np.zeros((0, self._width), np.float64)
@@ -336,22 +340,33 @@ class ProducedHistory:
         free = array("q", range(new - 1, old - 1, -1))
         free.extend(self._free)
         self._free = free
+        self._rows.grow(new)
 
-    def _row(self, tp: TP) -> int:
-        row = self._rows.get(tp)
-        if row is None:
-            row = self._rows[tp] = self._free.pop()
-            self._count[row] = 0
-        return row
+    def _rows_of(self, tps: Sequence[TP], create: bool = False) -> npt.NDArray[np.int64]:
+        """Each partition's row; -1 for one without (unless `create`: then a new row, with no points)."""
+        index = self._rows
+        codes = index.codes(tps, create=create)
+        rows = index.columns(codes)
+        if not create:
+            return rows
+        new = np.flatnonzero(rows < 0)
+        if len(new):
+            distinct, inverse = np.unique(codes[new], return_inverse=True)
+            self._reserve(len(distinct))
+            taken = np.array([self._free.pop() for _ in range(len(distinct))], np.int64)
+            index.assign_codes(taken.tolist(), distinct)
+            self._count[taken] = 0
+            self._kept += len(taken)
+            rows[new] = taken[inverse.reshape(-1)]
+        return rows
 
     def record(self, tp: TP, latest: int, at: float) -> None:
         self.record_all([tp], [latest], at)
 
     def record_all(self, tps: Sequence[TP], latest: Iterable[int], at: float) -> None:
         """Record each of `tps`' latest offset (in the same order), sampled at `at`."""
-        rows_of = self._rows
-        self._reserve(sum(1 for tp in tps if tp not in rows_of))
-        rows = np.fromiter(map(self._row, tps), np.int64, len(tps))
+        rows = self._rows_of(tps, create=True)
+        self._recorded = rows
         values = np.fromiter(latest, np.int64, len(tps))
         count = self._count[rows].astype(np.int64)
         dense = count >= 0
@@ -397,8 +412,8 @@ class ProducedHistory:
             del times[0]
 
     def points(self, tp: TP) -> Sequence[tuple[int, float]]:
-        row = self._rows.get(tp)
-        if row is None:
+        row = int(self._rows_of([tp])[0])
+        if row < 0:
             return ()
         count = int(self._count[row])
         if count == _MANY:
@@ -414,9 +429,9 @@ class ProducedHistory:
         others and for offsets too large for float64 to hold their differences exactly."""
         count = len(tps)
         result = np.full(count, now, np.float64)
-        if not self._rows:
+        if not self._kept:
             return result
-        rows = np.array(map_in_chunks(self._rows.get, tps, [-1] * count), np.int64)
+        rows = self._rows_of(tps)
         points = np.where(rows >= 0, self._count[np.maximum(rows, 0)], 0).astype(np.int64)
         stored = self._offsets[np.maximum(rows, 0)]
         exact = (np.abs(offsets) < _EXACT) & (np.abs(stored) < _EXACT).all(axis=1)
@@ -445,18 +460,30 @@ class ProducedHistory:
         return result
 
     def retain(self, tps: Iterable[TP]) -> None:
-        keep = tps if isinstance(tps, (set, dict)) else set(tps)
-        for tp in [tp for tp in self._rows if tp not in keep]:
-            row = self._rows.pop(tp)
+        self._retain_rows(self._rows_of(list(tps)))
+
+    def retain_recorded(self) -> None:
+        """Forget every partition the last `record_all` did not record: `retain` with its partitions, without
+        looking them up again (50,000 at 50,000 x 500)."""
+        self._retain_rows(self._recorded)
+        self._recorded = np.zeros(0, np.int64)
+
+    def _retain_rows(self, kept: npt.NDArray[np.int64]) -> None:
+        mask = np.zeros(len(self._count), bool)
+        mask[kept[kept >= 0]] = True
+        gone = [row for row in self._rows.used().tolist() if not mask[row]]
+        self._rows.release(gone)
+        for row in gone:
             self._many.pop(row, None)
             self._count[row] = 0
             self._free.append(row)
+        self._kept -= len(gone)
 
     def clear(self) -> None:
         self.__init__(self._limit)  # type: ignore[misc]
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return self._kept
 
 
 _MANY = -1
@@ -691,41 +718,38 @@ def build_snapshot(
     earliest_offsets, latest_offsets = inputs.earliest, inputs.latest
     all_positions = positions = inputs.positions
     count = len(positions)
-    tps: list[TP] = map_in_chunks(attrgetter("topic", "partition"), positions)
-    unread = [_UNREAD] * count
-    earliest = np.array(map_in_chunks(earliest_offsets.get, tps, unread), np.int64)
-    latest = np.array(map_in_chunks(latest_offsets.get, tps, unread), np.int64)
-    del unread
+    earliest, latest = _both_ends(positions, earliest_offsets, latest_offsets)
     unread = (earliest == _UNREAD) | (latest == _UNREAD)
     if unread.any():  # partitions whose offsets were not read: no row
         read = np.flatnonzero(~unread)
         positions = [positions[index] for index in read.tolist()]
-        tps = [tps[index] for index in read.tolist()]
         earliest, latest, count = earliest[read], latest[read], len(read)
-    source_names = map_in_chunks(attrgetter("source"), positions)
-    group_names = map_in_chunks(attrgetter("group"), positions)
-    topic_names = map_in_chunks(itemgetter(0), tps)
-    partition_numbers = map_in_chunks(itemgetter(1), tps)
     committed = np.array(map_in_chunks(attrgetter("committed"), positions), np.int64)
     last_commit = np.array(map_in_chunks(attrgetter("last_commit"), positions), np.float64)  # None: NaN
     lag = np.maximum(0, latest - committed)
     # (source, group, topic, partition) of each row, made as they are read: the history codes them one at a
     # time, and a list of the 150,000 tuples (~12 MB) would outlive the recording
-    codes, rates = history.record(_Keys(positions), committed, lag, last_commit, now)
+    codes, rates = history.record(_Keys(positions), committed, lag, last_commit, now, latest=latest)
     if count == len(all_positions):  # forget every partition not recorded now, without a set of the keys
         history.retain_recorded()
     else:
         history.retain({p.key for p in all_positions})
     seconds = _lag_seconds(
-        inputs, now, produced, tps=tps, committed=committed, earliest=earliest, latest=latest, lag=lag
+        inputs,
+        now,
+        produced,
+        positions=positions,
+        committed=committed,
+        earliest=earliest,
+        latest=latest,
+        lag=lag,
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         eta = np.where(lag <= 0, 0.0, np.where(rates <= 0, math.inf, lag / rates))
-    del tps
-    sources, source = _factorize(source_names)
-    groups, group = _factorize(group_names)
-    topics, topic = _factorize(topic_names)
-    del source_names, group_names, topic_names
+    # the names' lists made one at a time, after the history and the lag seconds (whose peak they added to)
+    sources, source = _factorize(map_in_chunks(attrgetter("source"), positions))
+    groups, group = _factorize(map_in_chunks(attrgetter("group"), positions))
+    topics, topic = _factorize(map_in_chunks(attrgetter("topic"), positions))
     columns = PartitionColumns(
         sources,
         source,
@@ -733,7 +757,7 @@ def build_snapshot(
         group,
         topics,
         topic,
-        np.array(partition_numbers, np.int64),
+        np.array(map_in_chunks(attrgetter("partition"), positions), np.int64),
         committed,
         earliest,
         latest,
@@ -777,6 +801,24 @@ class _Keys(Sequence[tuple[str, str, str, int]]):
         return map(attrgetter("key"), self._positions)
 
 
+def _both_ends(
+    positions: Sequence[Position], earliest_offsets: Mapping[TP, int], latest_offsets: Mapping[TP, int]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Each position's partition's earliest and latest offsets (_UNREAD where not read). The (topic,
+    partition) keys are made CHUNK at a time: a list of all of them (~10 MB at 150,000 rows) lived through
+    the history's recording and the lag seconds, where the snapshot's memory peaks."""
+    count = len(positions)
+    earliest = np.empty(count, np.int64)
+    latest = np.empty(count, np.int64)
+    tp_of = attrgetter("topic", "partition")
+    for start in range(0, count, CHUNK):
+        tps = list(map(tp_of, positions[start : start + CHUNK]))
+        unread = [_UNREAD] * len(tps)
+        earliest[start : start + len(tps)] = list(map(earliest_offsets.get, tps, unread))
+        latest[start : start + len(tps)] = list(map(latest_offsets.get, tps, unread))
+    return earliest, latest
+
+
 def _partition_offsets(earliest: Mapping[TP, int], latest: Mapping[TP, int]) -> OffsetColumns:
     """The partitions whose both ends were read, sorted by topic and partition: the topic names sorted (a
     few thousand), the partitions ordered by numpy (no sort of 50,000 tuples holding the GIL)."""
@@ -801,7 +843,7 @@ def _lag_seconds(
     now: float,
     produced: ProducedHistory,
     *,
-    tps: Sequence[TP],
+    positions: Sequence[Position],
     committed: npt.NDArray[np.int64],
     earliest: npt.NDArray[np.int64],
     latest: npt.NDArray[np.int64],
@@ -809,22 +851,24 @@ def _lag_seconds(
 ) -> npt.NDArray[np.float64]:
     """lag_seconds() of every row: 0 where caught up, from the record timestamp where one was read (with the
     same arithmetic, on the column), interpolated from the sampled latest offsets otherwise."""
-    seconds = np.zeros(len(tps), np.float64)
+    seconds = np.zeros(len(positions), np.float64)
     lagging = np.flatnonzero(lag > 0)
     if not len(lagging):
         return seconds
     record_timestamps = inputs.record_timestamps
     offsets = np.maximum(committed[lagging], earliest[lagging]).tolist()  # timestamp_offset()
-    lagging_tps = list(map(tps.__getitem__, lagging.tolist()))
+    lagging_positions = map_in_chunks(positions.__getitem__, lagging.tolist())
     if isinstance(record_timestamps, RecordTimestamps):  # the loop's cache: all at once
         values = record_timestamps.get_all(
-            map_in_chunks(itemgetter(0), lagging_tps), map_in_chunks(itemgetter(1), lagging_tps), offsets
+            map_in_chunks(attrgetter("topic"), lagging_positions),
+            map_in_chunks(attrgetter("partition"), lagging_positions),
+            offsets,
         )
         known = values >= 0
     else:
         stamps = [
-            record_timestamps.get((topic, partition, offset))
-            for (topic, partition), offset in zip(lagging_tps, offsets, strict=True)
+            record_timestamps.get((position.topic, position.partition, offset))
+            for position, offset in zip(lagging_positions, offsets, strict=True)
         ]
         known = np.fromiter((stamp is not None and stamp >= 0 for stamp in stamps), bool, len(stamps))
         values = np.fromiter((stamp if stamp is not None else -1 for stamp in stamps), np.int64, len(stamps))
@@ -832,7 +876,11 @@ def _lag_seconds(
     unknown = lagging[~known]
     if len(unknown):  # lag_seconds() without a record timestamp: interpolated, for all of them at once
         appended = produced.appended_at_all(
-            map_in_chunks(tps.__getitem__, unknown.tolist()), committed[unknown], now
+            map_in_chunks(
+                attrgetter("topic", "partition"), map_in_chunks(positions.__getitem__, unknown.tolist())
+            ),
+            committed[unknown],
+            now,
         )
         seconds[unknown] = np.maximum(0.0, now - appended)
     return seconds

@@ -322,7 +322,7 @@ _WHOLE = 2**31  # the last part of the code of a key that is not (..., partition
 _WHOLE_KEY = object()  # marks the prefix of such a key
 
 
-class _KeyIndex:
+class KeyIndex:
     """The column of each key History keeps in its columns, without a Python object per key (the keys'
     tuples, their dict and the columns' ints took 21 MB at 150,000 keys, kept for good).
 
@@ -400,7 +400,22 @@ class _KeyIndex:
         """Give these free columns these keys (not kept yet)."""
         if not len(columns):
             return
-        codes = self.codes(keys, create=True)
+        self.assign_codes(columns, self.codes(keys, create=True))
+
+    def prefix_id(self, prefix: Hashable) -> int:
+        """The id of this prefix of keys (kept from now on while a column's code has it)."""
+        id_ = self._ids.get(prefix)
+        return self._new_prefix(prefix) if id_ is None else id_
+
+    def prefix(self, id_: int) -> Any:
+        return self._prefixes[id_]
+
+    def column_codes(self, columns: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        codes: npt.NDArray[np.int64] = self._code[columns]
+        return codes
+
+    def assign_codes(self, columns: Sequence[int], codes: npt.NDArray[np.int64]) -> None:
+        """Give these free columns these codes (made by `codes(..., create=True)` or from `prefix_id`)."""
         self._code[np.asarray(columns, np.int64)] = codes
         np.add.at(self._users, codes >> 32, 1)
         self._changed = True
@@ -419,6 +434,15 @@ class _KeyIndex:
             self._free_ids.append(id_)
         self._changed = True
 
+    def used(self) -> npt.NDArray[np.int64]:
+        """The columns that have a key."""
+        return np.flatnonzero(self._code >= 0)
+
+    def keyed(self, columns: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Whether each of these columns has a key."""
+        keyed: npt.NDArray[np.bool_] = self._code[columns] >= 0
+        return keyed
+
     def key(self, column: int) -> Hashable:
         code = int(self._code[column])
         prefix, tail = self._prefixes[code >> 32], code & 0xFFFFFFFF
@@ -430,13 +454,20 @@ class _KeyIndex:
 
 class History:
     """The samples of every (source, group, topic, partition), as columns: a ring of collections (one sample
-    time per collection) x partitions, committed offsets and lags as int32 while every value recorded fits
-    (8 bytes a sample; the arrays become int64 for good at the first value that does not: exact either way),
-    and per partition the first collection it keeps (the window's anchor or its first sample) and its latest
-    commit time. `record` appends one collection for many partitions and applies the rules above to all of
-    them at once, with numpy: the same rules, arithmetic and order as `evaluate_partition` and
-    `consumption_rate` on the partition's samples (sums of floats are added one sample after the other, as
-    Python's `sum` does).
+    time per collection) x partitions, committed offsets as int32 while every value recorded fits (the arrays
+    become int64 for good at the first value that does not: exact either way), and per partition the first
+    collection it keeps (the window's anchor or its first sample) and its latest commit time.
+
+    Lags are not kept per group-partition: a lag is max(0, latest offset - committed offset), and the groups
+    reading a topic partition all see its one latest offset, so a second ring keeps the latest offset of each
+    (topic, partition) (50,000 rows at 50,000 x 500, where lags took 150,000: ~16 MB less at a full window),
+    and each column the row of its partition. A sample whose lag the row does not give back exactly (another
+    latest offset for the same partition in one collection, a caller's lag of another kind) gets a row of its
+    own, its past values copied: the lags are the ones recorded either way.
+
+    `record` appends one collection for many partitions and applies the rules above to all of them at once,
+    with numpy: the same rules, arithmetic and order as `evaluate_partition` and `consumption_rate` on the
+    partition's samples (sums of floats are added one sample after the other, as Python's `sum` does).
 
     A partition keeps a sample of every collection from its first on. One that misses a collection (its
     offsets could not be read) moves to a `ScalarHistory` and is evaluated there from then on (rare; exact).
@@ -444,12 +475,17 @@ class History:
 
     def __init__(self, window: float) -> None:
         self.window = window
-        self._index = _KeyIndex()  # key <-> column
+        self._index = KeyIndex()  # key <-> column
         self._free: array[int] = array("q")  # free columns, last out first (no int object each)
         self._times: list[float] = []  # per kept collection, oldest first
         self._head = 0  # ring slot of the oldest kept collection
         self._committed: npt.NDArray[np.int32 | np.int64] = np.zeros((0, 0), np.int32)  # (slots, columns)
-        self._lag: npt.NDArray[np.int32 | np.int64] = np.zeros((0, 0), np.int32)
+        # (slots, partition rows): the latest offset of each (topic, partition), or a column's own row
+        self._latest: npt.NDArray[np.int32 | np.int64] = np.zeros((0, 0), np.int32)
+        self._part = np.zeros(0, np.int64)  # per column: its row in _latest (-1: none)
+        self._parts = KeyIndex()  # (topic, partition) <-> row of _latest
+        self._part_users = np.zeros(0, np.int64)  # per row of _latest: columns using it
+        self._free_parts: array[int] = array("q")
         self._first = np.zeros(0, np.int64)  # per column: index in _times of its first kept sample
         self._last_commit = np.zeros(0, np.float64)  # per column; NaN for none
         self._used = np.zeros(0, bool)  # per column: whether it holds a partition
@@ -461,28 +497,47 @@ class History:
     def _slot(self, index: int) -> int:
         return (self._head + index) % int(self._committed.shape[0])
 
-    def _reserve(self, slots: int, columns: int) -> None:
+    def _reserve(self, slots: int, columns: int, parts: int = 0) -> None:
         capacity, width = self._committed.shape
-        if slots <= capacity and columns <= width:
+        part_width = self._latest.shape[1]
+        if slots <= capacity and columns <= width and parts <= part_width:
             return
         # a window's worth of collections at the pace so far, and a few more: the ring is allocated at its
         # final size once the pace is known rather than grown (and copied) a few slots at a time
         new_capacity = max(slots, min(self._window_slots(), 8 * slots)) + 4 if slots > capacity else capacity
         new_width = max(width, columns + columns // 8) if columns > width else width
+        new_part_width = max(part_width, parts + parts // 8) if parts > part_width else part_width
         count = len(self._times) if capacity else 0
-        for name in ("_committed", "_lag"):  # one at a time, copied slice by slice: no temporary copies
+        # one at a time, copied slice by slice: no temporary copies
+        for name, old_width, wide in (
+            ("_committed", width, new_width),
+            ("_latest", part_width, new_part_width),
+        ):
             old = getattr(self, name)
-            new = np.zeros((new_capacity, new_width), old.dtype)
-            head_part = min(count, capacity - self._head)
-            new[:head_part, :width] = old[self._head : self._head + head_part]
-            new[head_part:count, :width] = old[: count - head_part]
+            if (new_capacity, wide) == old.shape:
+                continue
+            new = np.zeros((new_capacity, wide), old.dtype)
+            if new_capacity == capacity:  # wider only: the same slots
+                new[:, :old_width] = old
+            else:  # the kept collections from slot 0 on
+                head_part = min(count, capacity - self._head)
+                new[:head_part, :old_width] = old[self._head : self._head + head_part]
+                new[head_part:count, :old_width] = old[: count - head_part]
             setattr(self, name, new)
             del old, new
-        self._head = 0
+        if new_capacity != capacity:
+            self._head = 0
+        if new_part_width > part_width:
+            self._part_users = np.concatenate(
+                [self._part_users, np.zeros(new_part_width - part_width, np.int64)]
+            )
+            self._free_parts.extend(range(new_part_width - 1, part_width - 1, -1))
+            self._parts.grow(new_part_width)
         if new_width > width:
             self._first = np.concatenate([self._first, np.zeros(new_width - width, np.int64)])
             self._last_commit = np.concatenate([self._last_commit, np.full(new_width - width, math.nan)])
             self._used = np.concatenate([self._used, np.zeros(new_width - width, bool)])
+            self._part = np.concatenate([self._part, np.full(new_width - width, -1, np.int64)])
             self._free.extend(range(new_width - 1, width - 1, -1))
             self._index.grow(new_width)
 
@@ -501,7 +556,7 @@ class History:
             return
         if any(len(array) and (array.min() < 0 or array.max() > _INT32_MAX) for array in values):
             self._committed = self._committed.astype(np.int64)
-            self._lag = self._lag.astype(np.int64)
+            self._latest = self._latest.astype(np.int64)
 
     def _to_scalar(self, columns: list[int]) -> None:
         """Move these columns' samples to the scalar history (they missed a collection)."""
@@ -514,7 +569,7 @@ class History:
                 key,
                 tuple(self._times[first:]),
                 self._committed[slots, column].tolist(),
-                self._lag[slots, column].tolist(),
+                self._lags(slots, column).tolist(),
                 None if math.isnan(commit) else commit,
             )
         self._release(columns)
@@ -523,6 +578,72 @@ class History:
         self._index.release(columns)
         self._used[columns] = False
         self._free.extend(columns)
+        self._detach(np.asarray(columns, np.int64))
+
+    def _lags(self, slots: Any, column: int) -> npt.NDArray[np.int64]:
+        """A column's lags at these slots."""
+        latest = self._latest[slots, int(self._part[column])].astype(np.int64)
+        lags: npt.NDArray[np.int64] = np.maximum(0, latest - self._committed[slots, column])
+        return lags
+
+    def _attach(self, columns: list[int]) -> None:
+        """Give these new columns (their keys assigned) the row of their key's (topic, partition), made if no
+        column has it; a key not of the shape (source, group, topic, partition) gets a row of its own. Worked
+        out from the keys' codes and their prefixes (15,000 at 50,000 x 500), no tuple made per key."""
+        where = np.asarray(columns, np.int64)
+        codes = self._index.column_codes(where)
+        tails = codes & 0xFFFFFFFF
+        prefix_ids, inverse = np.unique(codes >> 32, return_inverse=True)
+        parts = self._parts
+        part_prefix = np.full(len(prefix_ids), -1, np.int64)
+        for position, id_ in enumerate(prefix_ids.tolist()):
+            prefix = self._index.prefix(id_)
+            if len(prefix) == 3 and prefix[0] is not _WHOLE_KEY:  # (source, group, topic)
+                part_prefix[position] = parts.prefix_id((prefix[2],))
+        part_prefix = part_prefix[inverse.reshape(-1)]
+        shared = (part_prefix >= 0) & (tails < _WHOLE)
+        if not shared.all():
+            self._own_rows(where[~shared])
+        if not shared.any():
+            return
+        part_codes = (part_prefix[shared] << 32) | tails[shared]
+        del part_prefix, tails, codes
+        rows = parts.columns(part_codes)
+        missing = np.flatnonzero(rows < 0)
+        if len(missing):
+            distinct, inverse = np.unique(part_codes[missing], return_inverse=True)
+            self._reserve(0, 0, int(np.count_nonzero(self._part_users)) + len(distinct))
+            taken = [self._free_parts.pop() for _ in range(len(distinct))]
+            parts.assign_codes(taken, distinct)
+            rows[missing] = np.asarray(taken, np.int64)[inverse.reshape(-1)]
+        self._part[where[shared]] = rows
+        np.add.at(self._part_users, rows, 1)
+
+    def _own_rows(self, columns: npt.NDArray[np.int64]) -> None:
+        """A row of _latest of their own for these columns, with the values of the row they had (if any)."""
+        self._reserve(0, 0, int(np.count_nonzero(self._part_users)) + len(columns))
+        taken = np.array([self._free_parts.pop() for _ in range(len(columns))], np.int64)
+        before = self._part[columns]
+        had = before >= 0
+        for row, old in zip(taken[had].tolist(), before[had].tolist(), strict=True):
+            self._latest[:, row] = self._latest[:, old]
+        self._detach(columns)
+        self._part[columns] = taken
+        self._part_users[taken] = 1
+
+    def _detach(self, columns: npt.NDArray[np.int64]) -> None:
+        """These columns no longer use their rows of _latest; rows no column uses are freed."""
+        rows = self._part[columns]
+        rows = rows[rows >= 0]
+        self._part[columns] = -1
+        if not len(rows):
+            return
+        np.subtract.at(self._part_users, rows, 1)
+        unused = np.unique(rows[self._part_users[rows] == 0])
+        if len(unused):
+            keyed = unused[self._parts.keyed(unused)]
+            self._parts.release(keyed.tolist())
+            self._free_parts.extend(unused.tolist())
 
     # -- recording and evaluating ----------------------------------------------------------------------------
 
@@ -533,9 +654,15 @@ class History:
         lag: npt.NDArray[np.int64],
         last_commit: npt.NDArray[np.float64],
         now: float,
+        *,
+        latest: npt.NDArray[np.int64] | None = None,
     ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float64]]:
         """Append a sample taken at `now` for each of `keys` (distinct); each one's status code and
-        consumption rate, in the order of `keys`."""
+        consumption rate, in the order of `keys`. Lags are at least 0; `latest`, each key's partition's
+        latest offset (`lag` is max(0, latest - committed)), lets the groups of a partition share its row:
+        without it, committed + lag is taken for it."""
+        if len(lag) and lag.min() < 0:
+            raise ValueError("a lag below 0")
         count = len(keys)
         codes = np.full(count, _OK, np.int8)
         rates = np.zeros(count, np.float64)
@@ -561,15 +688,27 @@ class History:
             self._used[taken] = True
             self._first[taken] = last
             key_index.assign(taken, [keys[position] for position in new])
+            self._attach(taken)
         self._times.append(now)
         column_mask = columns >= 0
         where = columns[column_mask]
         if len(self._times) > self._committed.shape[0]:
             self._reserve(len(self._times), 0)
         slot = self._slot(last)
-        self._widen(committed[column_mask], lag[column_mask])
-        self._committed[slot, where] = committed[column_mask]
-        self._lag[slot, where] = lag[column_mask]
+        committed_now, lag_now = committed[column_mask], lag[column_mask]
+        latest_now = committed_now + lag_now if latest is None else latest[column_mask]
+        self._widen(committed_now, lag_now, latest_now)
+        self._committed[slot, where] = committed_now
+        rows = self._part[where]
+        self._latest[slot, rows] = latest_now
+        del latest_now
+        wrong = np.flatnonzero(np.maximum(0, self._latest[slot, rows] - committed_now) != lag_now)
+        if len(wrong):  # the partition's row does not give these lags back: rows of their own
+            own = committed_now[wrong] + lag_now[wrong]
+            self._widen(own)
+            self._own_rows(where[wrong])
+            self._latest[slot, self._part[where[wrong]]] = own
+        del rows, committed_now, lag_now
         self._last_commit[where] = last_commit[column_mask]
         self._prune(now)
         if len(where):
@@ -618,14 +757,21 @@ class History:
         slot_of = np.array([self._slot(index) for index in range(last + 1)], np.int64)
         count = len(columns)
         if np.array_equal(columns, np.arange(count)):  # the usual order: views, no copies
-            committed, lags = self._committed[:, :count], self._lag[:, :count]
+            committed = self._committed[:, :count]
         else:
-            committed, lags = self._committed[:, columns], self._lag[:, columns]
+            committed = self._committed[:, columns]
+        part, latest = self._part[columns], self._latest
+
+        def lags_at(slot: int) -> npt.NDArray[np.int64]:
+            lags: npt.NDArray[np.int64] = np.maximum(0, latest[slot][part] - committed[slot])
+            return lags
+
         positions = np.arange(count)
         first_slot = slot_of[first]
-        committed_first, lag_first = committed[first_slot, positions], lags[first_slot, positions]
+        committed_first = committed[first_slot, positions]
+        lag_first = np.maximum(0, latest[first_slot, part] - committed_first)
         last_slot = slot_of[last]
-        committed_last, lag_last = committed[last_slot], lags[last_slot]
+        committed_last, lag_last = committed[last_slot], lags_at(last_slot)
         considered = last - first + 1
         times_array = np.array(times, np.float64)
         elapsed = times_array[last] - times_array[first]
@@ -640,7 +786,7 @@ class History:
         for index in range(last + 1):
             slot = slot_of[index]
             inside = first <= index
-            lag_now, committed_now = lags[slot], committed[slot]
+            lag_now, committed_now = lags_at(slot), committed[slot]
             zero |= inside & (lag_now == 0)
             constant &= ~inside | (committed_now == committed_first)
             if previous is not None:
@@ -656,6 +802,7 @@ class History:
         codes[stalled] = np.where(last_commit[stalled] > now - window, _STALL, _STOP)
         candidates = np.flatnonzero(judged & ~constant & (lag_last > lag_first))
         if len(candidates):
+            lags = np.maximum(0, latest[:, part[candidates]] - committed[:, candidates])
             codes[candidates[self._growing(candidates, first, slot_of, lags, times_array)]] = _WARN
         return codes, rates
 
@@ -664,14 +811,13 @@ class History:
         candidates: npt.NDArray[np.int64],
         first_all: npt.NDArray[np.int64],
         slot_of: npt.NDArray[np.int64],
-        lags_all: npt.NDArray[np.int32 | np.int64],
+        lags: npt.NDArray[np.int32 | np.int64],
         times: npt.NDArray[np.float64],
     ) -> npt.NDArray[np.bool_]:
         """Whether the least-squares slope of lag over time is positive, for the candidate columns: the
-        arithmetic of `_slope`, each sum taken one sample after the other."""
+        arithmetic of `_slope`, each sum taken one sample after the other. `lags`: (slots, candidates)."""
         first = first_all[candidates]
         last = len(times) - 1
-        lags = lags_all[:, candidates]
         considered = (last - first + 1).astype(np.float64)
         sum_t = np.zeros(len(candidates))
         sum_lag = np.zeros(len(candidates), np.int64)
@@ -722,7 +868,7 @@ class History:
             Sample(
                 self._times[index],
                 int(self._committed[self._slot(index), column]),
-                int(self._lag[self._slot(index), column]),
+                int(self._lags(self._slot(index), column)),
                 None if index < last or math.isnan(commit) else commit,
             )
             for index in range(first, last + 1)

@@ -500,7 +500,7 @@ def test_column_history_is_int32_until_a_value_does_not_fit_and_sized_for_its_wi
     for step in range(40):
         now = 1_000.0 + 10 * step
         base = 2**31 - 20 if step >= 25 else 0  # partition 0's offsets cross int32's range at step 25
-        offsets = [base + step, 7, 50 + 2 * step, 2**31 - 1 - step]
+        offsets = [base + step, 7, 50 + 2 * step, 2**31 - 2 - step]  # its latest offset: 2**31 - 1 - step
         lags = [5, 3 + step, 0 if step % 7 == 0 else 9, 1]
         codes, rates = history.record(
             keys, np.array(offsets, np.int64), np.array(lags, np.int64), np.full(4, math.nan), now

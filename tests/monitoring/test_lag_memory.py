@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 import random
+import tracemalloc
 from collections.abc import Mapping
 
 import numpy as np
+import pytest
 
 from monitoring.lag_exporter.snapshot import Inputs, ProducedHistory, RecordTimestamps, build_snapshot
 from monitoring.lag_exporter.sources import Position
@@ -156,3 +158,138 @@ def test_the_snapshot_reads_lag_seconds_from_the_column_cache_as_from_a_dict() -
 
     assert seconds(cache) == seconds(stamps)
     assert seconds(cache) != seconds({})
+
+
+def test_groups_of_a_partition_share_its_latest_offsets_with_the_statuses_of_their_own_samples() -> None:
+    """The history keeps a partition's latest offsets once for all its groups and gives back each group's
+    lags: statuses, rates and samples equal the per-partition rules on each group's own samples, over random
+    histories longer than the window (300 s of 10 s collections, 45 of them): groups reading some of the
+    topics, joining late, missing collections, forgotten and back; latest offsets moving, truncated and
+    beyond int32; committed offsets moving, going back and past the latest offset (lag 0); and collections
+    where one group's latest offset differs from the others' or no latest offset is given at all."""
+    generator = random.Random(37)
+    seen = set()
+    for case in range(12):
+        window = 300.0
+        history, reference = History(window), ScalarHistory(window)
+        tps = [(f"t{topic}", partition) for topic in range(3) for partition in range(4)]
+        groups = {f"g{group}": generator.sample(range(3), generator.randrange(1, 4)) for group in range(5)}
+        keys = [
+            ("group", group, topic, partition)
+            for group, topics in groups.items()
+            for topic, partition in tps
+            if int(topic[1:]) in topics
+        ]
+        latest = {tp: generator.randrange(0, 1_000) for tp in tps}
+        committed = {key: latest[(key[2], key[3])] - generator.randrange(0, 50) for key in keys}
+        at = 1_700_000_000.0
+        for step in range(45):
+            at += generator.choice([10.0, 10.0, 10.0, 9.5, 10.5])
+            for tp in tps:
+                change = generator.choice([0, 0, 1, 7, 40, -5, 2**31 if step == 30 and case % 3 == 0 else 0])
+                latest[tp] = max(0, latest[tp] + change)
+            sampled, offsets, lags, ends, commits = [], [], [], [], []
+            for index, key in enumerate(keys):
+                if step < index % 7 or generator.random() < 0.01:
+                    continue  # joins late, or missed this collection
+                mode = index % 5  # moving, stopped, stalled (committing), going back at times, slow
+                if mode == 0:
+                    committed[key] += generator.choice([0, 1, 3, 20, 60])
+                elif mode == 3:
+                    committed[key] += 1 if generator.random() < 0.9 else -2
+                elif mode == 4:
+                    committed[key] += 1
+                end = latest[(key[2], key[3])]
+                if generator.random() < 0.01:
+                    end += generator.randrange(1, 30)  # another latest offset for this group
+                sampled.append(key)
+                offsets.append(committed[key])
+                lags.append(max(0, end - committed[key]))
+                ends.append(end)
+                commits.append(at - 1.0 if mode == 2 else generator.choice([math.nan, at - 2 * window]))
+            codes, rates = history.record(
+                sampled,
+                np.array(offsets, np.int64),
+                np.array(lags, np.int64),
+                np.array(commits),
+                at,
+                latest=None if step % 11 == 5 else np.array(ends, np.int64),
+            )
+            for index, key in enumerate(sampled):
+                commit = None if math.isnan(commits[index]) else commits[index]
+                samples = reference.record(key, Sample(at, offsets[index], lags[index], commit))
+                expected = (evaluate_partition(samples, at, window), consumption_rate(samples, at, window))
+                assert (STATUS_BY_CODE[int(codes[index])], float(rates[index])) == expected, (case, step, key)
+                assert history.samples(key) == samples, (case, step, key)
+                seen.add(expected[0])
+            if step % 13 == 12:  # a group is no longer reported: forgotten, then new again
+                gone = generator.choice(list(groups))
+                kept = [key for key in keys if key[1] != gone]
+                history.retain(kept)
+                reference.retain(kept)
+            assert len(history) == len(reference)
+    assert seen == set(STATUS_BY_CODE[code] for code in (1, 2, 4, 5, 6))  # every partition status
+
+
+def test_a_full_window_of_history_keeps_a_partitions_latest_offsets_once_for_all_its_groups() -> None:
+    """At 10 groups per partition and a full window, the history's numpy memory is ~6.8 bytes a sample (an
+    int32 committed offset per group-partition, an int32 latest offset per partition, each ring 1/8 wider than
+    needed, and the per-column arrays), where a committed offset and a lag per group-partition took ~10.4."""
+    partitions, groups, window = 400, 10, 300.0
+    keys = [("group", f"g{group}", f"t{p // 4}", p % 4) for group in range(groups) for p in range(partitions)]
+    latest = np.array([1_000 + p for _ in range(groups) for p in range(partitions)], np.int64)
+    tracemalloc.start()
+    try:
+        history = History(window)
+        for step in range(40):
+            committed = latest - 20 - (np.arange(len(keys)) % 7) + step // 3  # lag > 0: no latest needed
+            history.record(
+                keys,
+                committed,
+                np.maximum(0, latest - committed),
+                np.full(len(keys), math.nan),
+                1_700_000_000.0 + 10 * step,
+            )
+        domain = tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)
+        kept = sum(
+            stat.size for stat in tracemalloc.take_snapshot().filter_traces([domain]).statistics("filename")
+        )
+    finally:
+        tracemalloc.stop()
+    samples = 36 * len(keys)  # the ring's slots (a window of 10 s collections, anchor, spares) x columns
+    assert kept / samples < 8, kept / samples
+
+
+def test_produced_history_keeps_no_python_object_per_partition() -> None:
+    """The produced offsets of 20,000 partitions that keep two points each: ~120 bytes a partition (the
+    columns and the rows' int64 codes), where a dict of (topic, partition) tuples took ~255; retained and
+    forgotten partitions answer as before."""
+    produced = ProducedHistory()
+    tracemalloc.start()
+    try:
+        for step in range(3):
+            tps = [(f"topic-{index // 10:05d}", index % 10) for index in range(20_000)]
+            produced.record_all(tps, [index * 3 for index in range(20_000)], 1_000.0 + step)
+            del tps
+        kept, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert kept / 20_000 < 140, kept / 20_000
+    assert produced.points(("topic-00001", 3)) == ((39, 1_000.0), (39, 1_002.0))
+    produced.retain([("topic-00001", 3), ("topic-00002", 0)])
+    assert len(produced) == 2
+    assert produced.points(("topic-00001", 4)) == ()
+    assert produced.points(("topic-00002", 0)) == ((60, 1_000.0), (60, 1_002.0))
+    produced.record_all([("topic-00002", 0), ("topic-00003", 1)], [61, 7], 1_003.0)
+    produced.retain_recorded()  # forgets topic-00001's partition 3, as retain() with these two would
+    assert len(produced) == 2 and produced.points(("topic-00001", 3)) == ()
+    assert produced.points(("topic-00002", 0)) == ((60, 1_000.0), (60, 1_002.0), (61, 1_003.0))
+
+
+def test_the_history_refuses_a_lag_below_zero() -> None:
+    """Lags are kept as max(0, latest offset - committed offset): one below 0 cannot be, and is refused
+    rather than given back as 0 (the snapshot clamps lags at 0 before recording them)."""
+    history = History(30.0)
+    with pytest.raises(ValueError, match="below 0"):
+        history.record([("group", "g", "t", 0)], np.array([5]), np.array([-1]), np.array([math.nan]), 1_000.0)
+    assert len(history) == 0
