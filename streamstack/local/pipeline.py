@@ -9,11 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
 
 from contracts.pipeline import DEAD_LETTER_FLAG, Producer, load_pipeline
 from contracts.pipeline import Pipeline as Catalogue
 from streamstack.errors import StreamstackError
 from streamstack.local.kafka import TopicSpec
+from streamstack.paths import REPO_ROOT
+
+DEV_STACK_CONFIG = REPO_ROOT / "Pulumi.dev.yaml"
 
 
 @dataclass(frozen=True)
@@ -69,3 +75,17 @@ def local_pipeline(catalogue: Catalogue) -> Pipeline:
 def streaming_pipeline() -> Pipeline:
     """Every job of the catalogue with the producers that feed it (see each job's runbook docstring)."""
     return local_pipeline(load_pipeline())
+
+
+def dev_stack_job_arguments(config_path: Path = DEV_STACK_CONFIG) -> tuple[str, ...]:
+    """The flags the dev stack's `streamstack:jobDefaults` give every job in the cluster and that the local
+    runtime gives its jobs too: `--shuffle-partitions`, which is also the number of each stateful query's
+    state partitions (the trigger interval is `local up`'s own flag)."""
+    config = yaml.safe_load(config_path.read_text())["config"]
+    partitions = config.get("streamstack:jobDefaults", {}).get("shufflePartitions")
+    if not isinstance(partitions, int) or partitions < 1:
+        raise StreamstackError(
+            f"{config_path.name}: streamstack:jobDefaults.shufflePartitions must be a positive integer"
+            f" (got {partitions!r})"
+        )
+    return ("--shuffle-partitions", str(partitions))

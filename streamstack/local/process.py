@@ -76,23 +76,33 @@ def process_group_alive(pgid: int) -> bool:
     return _live_members_from_proc(pgid) if _PROC.is_dir() else True
 
 
-def stop_process_group(pgid: int, timeout: float = 15.0, reap: Callable[[], object] | None = None) -> None:
-    """SIGTERM the whole group (a PySpark driver's JVM included), then SIGKILL what is left.
+def stop_process_groups(
+    groups: Sequence[tuple[int, Callable[[], object] | None]], timeout: float = 15.0
+) -> None:
+    """SIGTERM every group (a PySpark driver's JVM included), then SIGKILL what is left after `timeout`.
 
-    `reap` collects our own child's exit status while we wait, so it does not linger as a zombie.
+    All groups are signalled before any is waited for, so their graceful stops (a Spark driver's takes
+    seconds) overlap rather than add up. A group's `reap` collects our own child's exit status while we wait,
+    so it does not linger as a zombie.
     """
+    remaining = list(groups)
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
+        signalled = []
+        for pgid, reap in remaining:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, sig)
+                signalled.append((pgid, reap))
+        remaining = signalled
         deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if reap is not None:
-                reap()
-            if not process_group_alive(pgid):
-                return
-            time.sleep(0.1)
+        while remaining and time.monotonic() < deadline:
+            for _pgid, reap in remaining:
+                if reap is not None:
+                    reap()
+            remaining = [(pgid, reap) for pgid, reap in remaining if process_group_alive(pgid)]
+            if remaining:
+                time.sleep(0.1)
+        if not remaining:
+            return
 
 
 class ManagedProcess:
@@ -172,12 +182,22 @@ class ManagedProcess:
         raise StreamstackError(f"{name} did not become ready on {url} within {timeout:.0f} s")
 
     def stop(self, timeout: float = 15.0) -> None:
+        stop_all([self], timeout)
+
+    def _reap(self) -> None:
         if self._popen is None:
             return
-        # The group id is the pid (new session); children such as a PySpark JVM live in the same group.
-        stop_process_group(self._popen.pid, timeout, reap=self._popen.poll)
         try:
             self._popen.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self._popen.kill()
             self._popen.wait()
+
+
+def stop_all(processes: Sequence[ManagedProcess], timeout: float = 15.0) -> None:
+    """Stop several processes at once (see stop_process_groups)."""
+    # The group id is the pid (new session); children such as a PySpark JVM live in the same group.
+    started = [process for process in processes if process._popen is not None]
+    stop_process_groups([(process.pid, process.exit_code) for process in started], timeout)
+    for process in started:
+        process._reap()

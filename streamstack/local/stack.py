@@ -25,9 +25,9 @@ from streamstack.local.connect import CONNECT_SCRAPE_JOB, WORKLOAD_NAME, LocalCd
 from streamstack.local.identity import ProcessIdentity, identity_mismatch
 from streamstack.local.jobs import lag_exporter_process, producer_process, spark_job_process
 from streamstack.local.kafka import LocalKafka
-from streamstack.local.pipeline import Pipeline
+from streamstack.local.pipeline import Pipeline, dev_stack_job_arguments
 from streamstack.local.ports import LOOPBACK, claim_port
-from streamstack.local.process import ManagedProcess, process_group_alive, stop_process_group
+from streamstack.local.process import ManagedProcess, process_group_alive, stop_all, stop_process_groups
 from streamstack.local.prometheus import KAFKA_SCRAPE_JOB, LocalPrometheus
 from streamstack.local.restart_policy import RestartPolicy
 from streamstack.local.service import LocalService
@@ -179,7 +179,7 @@ def _process_record(process: ManagedProcess, kind: str) -> dict[str, Any]:
 def stop_recorded_processes(state: dict[str, Any]) -> tuple[list[str], list[str]]:
     """Stop every process group a state file records, newest first, if its leader is still the process
     recorded; the names of those stopped, and a line for each one skipped saying why."""
-    stopped, skipped = [], []
+    stopped, skipped, pids = [], [], []
     for entry in reversed(state.get("processes", [])):
         pid = int(entry["pid"])
         current = ProcessIdentity.of(pid)
@@ -189,8 +189,9 @@ def stop_recorded_processes(state: dict[str, Any]) -> tuple[list[str], list[str]
         # With its leader gone, a group that still has members is still ours: Linux does not reuse a pid
         # while a process group bears its number.
         if process_group_alive(pid):
-            stop_process_group(pid)
+            pids.append(pid)
             stopped.append(entry["name"])
+    stop_process_groups([(pid, None) for pid in pids])
     return stopped, skipped
 
 
@@ -308,6 +309,7 @@ class LocalStack:
         producers = self._start_cdc_source(run_dir, kafka)
 
         self._state["jobs"] = []
+        cluster_job_arguments = dev_stack_job_arguments()
         for job, port in zip(self.pipeline.jobs, metrics_ports, strict=True):
             checkpoint_dir = run_dir / "checkpoints" / job.name
             checkpoint_dir.mkdir(parents=True)  # the lag exporter watches it from the start
@@ -321,7 +323,7 @@ class LocalStack:
                     metrics_port=port,
                     log_path=run_dir / "logs" / f"{job.name}.log",
                     trigger_interval=self.options.trigger_interval,
-                    extra_args=job.args,
+                    extra_args=(*cluster_job_arguments, *job.args),
                 ),
                 "job",
             )
@@ -446,9 +448,9 @@ class LocalStack:
         return self._supervisor.tick()
 
     def down(self) -> None:
-        """Stop producers first, then jobs, Prometheus and Kafka; remove the state file."""
-        for process in reversed(self._processes):
-            process.stop()
+        """Stop producers, jobs and the lag exporter together, then Prometheus, the CDC source and Kafka;
+        remove the state file."""
+        stop_all(self._processes)
         if self._prometheus is not None:
             self._prometheus.stop()
         if self._cdc is not None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from streamstack.local.pipeline import streaming_pipeline
+from streamstack.local.pipeline import dev_stack_job_arguments, streaming_pipeline
 from streamstack.local.process import process_group_alive
 from tests.kafka_helpers import metric_sum, scrape, wait_for
 
@@ -105,6 +105,14 @@ def test_every_job_runs_detached_reports_progress_and_stops_without_leftovers(tm
         except TimeoutError as error:
             raise AssertionError(f"no output from {jobs_without_output()} (logs in {workdir})") from error
         assert all((checkpoints[name] / name / "commits").is_dir() for name in expected_jobs)
+        # As in the dev cluster, each job runs with the dev stack's shuffle partitions, which are also the
+        # state partitions of its main query (every catalogue job keeps state).
+        partitions = int(dev_stack_job_arguments()[1])
+        for name in expected_jobs:
+            state_partitions = (checkpoints[name] / name / "state" / "0").iterdir()
+            assert sorted(int(path.name) for path in state_partitions if path.name.isdigit()) == list(
+                range(partitions)
+            ), name
 
         # The lag exporter sees each job's main query twice: via its shadow group and its checkpoint.
         exporter_url = status["exporter"]["metrics_url"]

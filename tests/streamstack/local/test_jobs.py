@@ -1,0 +1,82 @@
+"""A local job's driver as the stack starts it: the JVM that pyspark launches gets the local stack's JVM
+options (settings given after the JVM started would be ignored without a word)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contracts.pipeline import load_pipeline
+from streamstack.errors import StreamstackError
+from streamstack.local.jobs import LOCAL_DRIVER_JAVA_OPTIONS, spark_job_process
+from streamstack.local.kafka import LocalKafka, TopicSpec
+from streamstack.local.pipeline import DEV_STACK_CONFIG, dev_stack_job_arguments
+from streamstack.local.process import stop_all
+from streamstack.runtimes import Runtimes
+from tests.kafka_helpers import wait_for
+
+pytestmark = [pytest.mark.spark]
+
+
+def driver_jvm_command_lines(process_group: int) -> list[list[str]]:
+    """The command line of every driver JVM in a process group (not spark-submit's short-lived launcher JVM,
+    which builds the driver's command line first)."""
+    found = []
+    for process_dir in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (process_dir / "stat").read_text()
+            arguments = (process_dir / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        group = int(stat[stat.rindex(")") + 2 :].split()[2])
+        if (
+            group == process_group
+            and arguments[0].endswith(b"/java")
+            and b"org.apache.spark.launcher.Main" not in arguments
+        ):
+            found.append([argument.decode() for argument in arguments if argument])
+    return found
+
+
+def test_a_local_drivers_jvm_runs_with_the_local_java_options(
+    runtimes: Runtimes, kafka: LocalKafka, tmp_path: Path, topic_name: str
+) -> None:
+    kafka.create_topics([TopicSpec(name) for name in (topic_name, f"{topic_name}-out", f"{topic_name}-dead")])
+    driver = spark_job_process(
+        runtimes,
+        "jobs.clickstream_windows",
+        name="clickstream-windows",
+        bootstrap_servers=kafka.bootstrap_servers,
+        checkpoint_dir=tmp_path / "checkpoints",
+        metrics_port=0,
+        log_path=tmp_path / "driver.log",
+        extra_args=(
+            *load_pipeline().job("clickstream-windows").setting_arguments,
+            *("--input-topic", topic_name, "--output-topic", f"{topic_name}-out"),
+            *("--dead-letter-topic", f"{topic_name}-dead"),
+        ),
+    ).start()
+    try:
+        wait_for(
+            lambda: bool(driver_jvm_command_lines(driver.pid)) or not driver.is_running(),
+            timeout=120,
+            what="the driver's JVM",
+        )
+        assert driver.is_running(), driver.log_tail()
+        [jvm] = driver_jvm_command_lines(driver.pid)
+    finally:
+        stop_all([driver])
+    assert LOCAL_DRIVER_JAVA_OPTIONS
+    assert all(option in jvm for option in LOCAL_DRIVER_JAVA_OPTIONS), jvm
+    assert jvm.index(LOCAL_DRIVER_JAVA_OPTIONS[0]) < jvm.index("org.apache.spark.deploy.SparkSubmit")
+
+
+def test_the_local_jobs_take_the_dev_stacks_shuffle_partitions(tmp_path: Path) -> None:
+    dev = yaml.safe_load(DEV_STACK_CONFIG.read_text())["config"]["streamstack:jobDefaults"]
+    assert dev_stack_job_arguments() == ("--shuffle-partitions", str(dev["shufflePartitions"]))
+    config = tmp_path / "Pulumi.dev.yaml"
+    config.write_text("config:\n  streamstack:jobDefaults:\n    shufflePartitions: two\n")
+    with pytest.raises(StreamstackError, match=r"jobDefaults.shufflePartitions must be a positive integer"):
+        dev_stack_job_arguments(config)
