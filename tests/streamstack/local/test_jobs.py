@@ -10,6 +10,7 @@ import yaml
 
 from contracts.pipeline import load_pipeline
 from streamstack.errors import StreamstackError
+from streamstack.local.identity import ProcessIdentity, stat_fields
 from streamstack.local.jobs import LOCAL_DRIVER_JAVA_OPTIONS, spark_job_process
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.local.pipeline import DEV_STACK_CONFIG, dev_stack_job_arguments
@@ -25,18 +26,15 @@ def driver_jvm_command_lines(process_group: int) -> list[list[str]]:
     which builds the driver's command line first)."""
     found = []
     for process_dir in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (process_dir / "stat").read_text()
-            arguments = (process_dir / "cmdline").read_bytes().split(b"\0")
-        except OSError:
+        fields = stat_fields(int(process_dir.name))
+        if fields is None or int(fields[2]) != process_group:
             continue
-        group = int(stat[stat.rindex(")") + 2 :].split()[2])
-        if (
-            group == process_group
-            and arguments[0].endswith(b"/java")
-            and b"org.apache.spark.launcher.Main" not in arguments
-        ):
-            found.append([argument.decode() for argument in arguments if argument])
+        identity = ProcessIdentity.of(int(process_dir.name))
+        if identity is None:
+            continue
+        arguments = list(identity.cmdline)
+        if arguments and arguments[0].endswith("/java") and "org.apache.spark.launcher.Main" not in arguments:
+            found.append(arguments)
     return found
 
 
