@@ -2,7 +2,7 @@
 
 Each event is `{"user_id": "user-17", "url": "/products/3", "event_time": "2026-01-01T12:00:00.123Z"}`.
 Event time trails the send time by up to `--max-disorder-seconds` (random, seeded), so the stream arrives
-out of event-time order the way real clients deliver it. `--late-share` of the views (default 0.5%) trail it
+out of event-time order the way real clients deliver it. `--late-share` of the views (default 0.1%) trail it
 by `--late-seconds` more, behind every job's watermark: the windows job drops them and routes them to its
 late topic. `--malformed-share` of the records (default 0.5%) are malformed, each kind of dead letter in turn
 (jobs.producers.faults); 0 turns either off.
