@@ -15,9 +15,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --constraint constraints.txt --editable '.[dev]'
 	@touch $(STAMP)
 
-setup: $(STAMP) ## install Python packages (pinned), fetch Kafka, the Spark connector, Prometheus, PostgreSQL and Debezium, build the jobs' jar
+setup: $(STAMP) ## install Python packages (pinned), fetch Kafka, the Spark connector, Prometheus, PostgreSQL and Debezium, build the jobs' jar and the drivers' class archive
 	$(BIN)/streamstack setup
 	$(BIN)/python -m jobs.jvm.build
+	$(BIN)/python -m streamstack.local.class_archive
 
 up: setup ## run the local pipeline (PostgreSQL -> Debezium -> Kafka -> PySpark -> Kafka, Prometheus) with a live status; Ctrl-C stops it
 	$(BIN)/streamstack local up
@@ -41,6 +42,7 @@ go-tools: ## build helm and actionlint with `go install` (part of setup-all)
 setup-all: $(STAMP) go-tools ## setup, plus helm and actionlint (go install) and checkov for the Kubernetes-side checks
 	$(BIN)/streamstack setup --kubernetes-tools
 	$(BIN)/python -m jobs.jvm.build
+	$(BIN)/python -m streamstack.local.class_archive
 
 # Two pytest workers (2 cores): while one waits on a JVM, a broker or a watermark, the other runs; whole files
 # per worker, so a module's fixtures (a local stack, a broker) start once.

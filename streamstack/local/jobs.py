@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from contracts.pipeline import Producer
 from streamstack.local.ports import LOOPBACK
 from streamstack.local.process import ManagedProcess
-from streamstack.paths import REPO_ROOT
+from streamstack.paths import REPO_ROOT, cache_dir
 from streamstack.runtimes import Runtimes
 
 LOCAL_DRIVER_JAVA_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
@@ -19,6 +21,37 @@ stack's one-CPU pods (Pulumi.dev.yaml); compiling with C1 alone spares the drive
 the C2 compilations, which pay off only at rates far above the stack's. Measured on the window job (README,
 "Local stack at its defaults"): the driver's CPU until every query's first batch 37-40 -> 21-25 s, its CPU
 per batch after that unchanged within noise."""
+
+
+def driver_class_archive(runtimes: Runtimes) -> Path:
+    """Where this machine's local drivers find their class-data-sharing archive (JDK 17 dynamic CDS: the
+    classes a driver loads, parsed and verified once and mapped by every later driver JVM), made by
+    `streamstack.local.class_archive`. Named after everything the JVM checks it against (the JDK, Spark's
+    jars, the connector and the jobs' jars, the JVM options), so a changed jar means a new archive, never a
+    refused one."""
+    digest = hashlib.sha256()
+    for part in _class_archive_inputs(runtimes):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return cache_dir() / "class-archives" / f"driver-{digest.hexdigest()[:16]}.jsa"
+
+
+def _class_archive_inputs(runtimes: Runtimes) -> Iterator[str]:
+    yield str(runtimes.java.resolve())
+    yield from LOCAL_DRIVER_JAVA_OPTIONS
+    spec = importlib.util.find_spec("pyspark")
+    if spec is not None and spec.origin is not None:
+        yield from sorted(jar.name for jar in (Path(spec.origin).parent / "jars").glob("*.jar"))
+    for jar in (*runtimes.spark_kafka_jars, *sorted((cache_dir() / "jvm").glob("*.jar"))):
+        status = jar.stat()
+        yield f"{jar}:{status.st_size}:{status.st_mtime_ns}"
+
+
+def local_driver_java_options(runtimes: Runtimes) -> tuple[str, ...]:
+    """`LOCAL_DRIVER_JAVA_OPTIONS`, and the class archive once `make setup` has made it (without one a
+    driver loads every class itself, as before)."""
+    archive = driver_class_archive(runtimes)
+    return (*LOCAL_DRIVER_JAVA_OPTIONS, *((f"-XX:SharedArchiveFile={archive}",) if archive.exists() else ()))
 
 
 def child_environment(runtimes: Runtimes) -> dict[str, str]:
@@ -44,11 +77,15 @@ def spark_job_process(
     trigger_interval: str = "2 seconds",
     driver_memory: str = "1g",
     extra_args: Sequence[str] = (),
+    java_options: Sequence[str] | None = None,
 ) -> ManagedProcess:
     """The job's own entry point with local-only settings: master, loopback addresses, connector jars.
 
     `extra_args` carries the job's own flags (its topics and settings); `checkpoint_dir` is the job's
-    checkpoint root, under which each of its queries keeps a directory."""
+    checkpoint root, under which each of its queries keeps a directory; `java_options` replaces the
+    driver JVM's (default `local_driver_java_options`)."""
+    if java_options is None:
+        java_options = local_driver_java_options(runtimes)
     argv = [
         sys.executable,
         "-m",
@@ -78,7 +115,7 @@ def spark_job_process(
         "--spark-conf",
         f"spark.driver.bindAddress={LOOPBACK}",
         "--spark-conf",
-        "spark.driver.extraJavaOptions=" + " ".join(LOCAL_DRIVER_JAVA_OPTIONS),
+        "spark.driver.extraJavaOptions=" + " ".join(java_options),
         *extra_args,
     ]
     return ManagedProcess(name, argv, log_path, env=child_environment(runtimes), cwd=REPO_ROOT)

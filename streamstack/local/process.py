@@ -149,6 +149,19 @@ class ManagedProcess:
                 on_start(self)
         return self
 
+    def wait_group(self, timeout: float) -> int:
+        """The process's exit code once it and every process of its group (a PySpark driver's JVM, which
+        exits after its Python) have exited; subprocess.TimeoutExpired if that takes longer."""
+        if self._popen is None:
+            raise RuntimeError(f"{self.name} has not been started")
+        deadline = time.monotonic() + timeout
+        exit_code = self._popen.wait(timeout)
+        while process_group_alive(self.pid):
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.argv, timeout)
+            time.sleep(0.1)
+        return exit_code
+
     def exit_code(self) -> int | None:
         return None if self._popen is None else self._popen.poll()
 

@@ -1,5 +1,6 @@
 """A local job's driver as the stack starts it: the JVM that pyspark launches gets the local stack's JVM
-options (settings given after the JVM started would be ignored without a word)."""
+options (settings given after the JVM started would be ignored without a word) and maps the drivers' class
+archive that `make setup` made (a JVM that refuses an archive says so only in a warning, and runs without)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import yaml
 from contracts.pipeline import load_pipeline
 from streamstack.errors import StreamstackError
 from streamstack.local.identity import ProcessIdentity, stat_fields
-from streamstack.local.jobs import LOCAL_DRIVER_JAVA_OPTIONS, spark_job_process
+from streamstack.local.jobs import LOCAL_DRIVER_JAVA_OPTIONS, driver_class_archive, spark_job_process
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.local.pipeline import DEV_STACK_CONFIG, dev_stack_job_arguments
 from streamstack.local.process import stop_all
@@ -21,9 +22,9 @@ from tests.kafka_helpers import wait_for
 pytestmark = [pytest.mark.spark]
 
 
-def driver_jvm_command_lines(process_group: int) -> list[list[str]]:
-    """The command line of every driver JVM in a process group (not spark-submit's short-lived launcher JVM,
-    which builds the driver's command line first)."""
+def driver_jvm_command_lines(process_group: int) -> list[tuple[int, list[str]]]:
+    """The pid and command line of every driver JVM in a process group (not spark-submit's short-lived
+    launcher JVM, which builds the driver's command line first)."""
     found = []
     for process_dir in Path("/proc").glob("[0-9]*"):
         fields = stat_fields(int(process_dir.name))
@@ -34,13 +35,22 @@ def driver_jvm_command_lines(process_group: int) -> list[list[str]]:
             continue
         arguments = list(identity.cmdline)
         if arguments and arguments[0].endswith("/java") and "org.apache.spark.launcher.Main" not in arguments:
-            found.append(arguments)
+            found.append((int(process_dir.name), arguments))
     return found
 
 
-def test_a_local_drivers_jvm_runs_with_the_local_java_options(
+def maps_file(pid: int, path: Path) -> bool:
+    try:
+        return str(path) in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+def test_a_local_drivers_jvm_runs_with_the_local_java_options_and_maps_the_class_archive(
     runtimes: Runtimes, kafka: LocalKafka, tmp_path: Path, topic_name: str
 ) -> None:
+    archive = driver_class_archive(runtimes)
+    assert archive.exists(), f"{archive}: `make setup` makes it (python -m streamstack.local.class_archive)"
     kafka.create_topics([TopicSpec(name) for name in (topic_name, f"{topic_name}-out", f"{topic_name}-dead")])
     driver = spark_job_process(
         runtimes,
@@ -63,9 +73,18 @@ def test_a_local_drivers_jvm_runs_with_the_local_java_options(
             what="the driver's JVM",
         )
         assert driver.is_running(), driver.log_tail()
-        [jvm] = driver_jvm_command_lines(driver.pid)
+        [(jvm_pid, jvm)] = driver_jvm_command_lines(driver.pid)
+        # Checked once the queries have started: a JVM that refuses the archive (a jar changed since it
+        # was made) unmaps it while it starts.
+        wait_for(
+            lambda: bool(list((tmp_path / "checkpoints").glob("*/metadata"))) or not driver.is_running(),
+            timeout=120,
+            what="the queries started",
+        )
+        assert maps_file(jvm_pid, archive), driver.log_tail()
     finally:
         stop_all([driver])
+    assert f"-XX:SharedArchiveFile={archive}" in jvm
     assert LOCAL_DRIVER_JAVA_OPTIONS
     assert all(option in jvm for option in LOCAL_DRIVER_JAVA_OPTIONS), jvm
     assert jvm.index(LOCAL_DRIVER_JAVA_OPTIONS[0]) < jvm.index("org.apache.spark.deploy.SparkSubmit")
