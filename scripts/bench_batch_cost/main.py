@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     started = time.monotonic()
-    kafka = LocalKafka(runtimes, workdir / "kafka", port=0)
+    kafka = LocalKafka(runtimes, workdir / "kafka", port=0, java_options=())
     interrupt_on_stop_signals()
     try:
         log(f"starting Kafka in {workdir / 'kafka'}")

@@ -46,7 +46,7 @@ class ExtraBroker(LocalKafka):
     """A broker-only node of the cluster whose controller is `controller` (a started LocalKafka)."""
 
     def __init__(self, runtimes: Runtimes, workdir: Path, controller: LocalKafka, node_id: int, heap: str):
-        super().__init__(runtimes, workdir, heap=heap)
+        super().__init__(runtimes, workdir, heap=heap, java_options=())
         self.controller = controller
         self.node_id = node_id
 
@@ -90,7 +90,7 @@ def cluster_id(kafka: LocalKafka) -> str:
 
 def start_cluster(runtimes: Runtimes, workdir: Path, brokers: int, heap: str) -> list[LocalKafka]:
     """Node 1 (broker and controller), then brokers 2..`brokers`; stops what started if one fails."""
-    nodes: list[LocalKafka] = [LocalKafka(runtimes, workdir / "kafka-1", heap=heap).start()]
+    nodes: list[LocalKafka] = [LocalKafka(runtimes, workdir / "kafka-1", heap=heap, java_options=()).start()]
     try:
         for node_id in range(2, brokers + 1):
             nodes.append(ExtraBroker(runtimes, workdir / f"kafka-{node_id}", nodes[0], node_id, heap).start())

@@ -443,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="bench-tables-") as temporary:
         workdir = Path(temporary)
-        kafka = LocalKafka(runtimes, workdir / "kafka", port=0, heap="1g")
+        kafka = LocalKafka(runtimes, workdir / "kafka", port=0, heap="1g", java_options=())
         spark: SparkSession | None = None
         try:
             kafka.start()

@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     live: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="bench-windows-") as scratch:
         workdir = Path(scratch)
-        kafka = LocalKafka(runtimes, workdir / "kafka", heap="1g").start()
+        kafka = LocalKafka(runtimes, workdir / "kafka", heap="1g", java_options=()).start()
         try:
             bootstrap = kafka.bootstrap_servers
             outputs = {label: f"bench-out-{label}" for label in ("job", "textbook")}

@@ -166,6 +166,12 @@ def _cluster_id() -> str:
             return cluster_id
 
 
+LOCAL_KAFKA_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+"""The broker's (and its storage tool's) JVM options for the local stack and the tests: C1 alone, as the local
+Kafka Connect runs. A broker ready in about half the CPU (README, "Local stack at its defaults"); at the local
+stack's rates it never needs C2's code. The benchmarks pass none, so that their brokers run as a cluster's."""
+
+
 class LocalKafka(LocalService):
     """Formats storage, starts the broker, waits until it answers, creates topics, stops it; restarts it on
     the same storage."""
@@ -184,8 +190,10 @@ class LocalKafka(LocalService):
         secured: SecuredListeners | None = None,
         *,
         metrics_allowlist: Sequence[str] = METRICS_ALLOWLIST,
+        java_options: Sequence[str] = LOCAL_KAFKA_JAVA_OPTIONS,
     ) -> None:
         super().__init__(runtimes, workdir, port)
+        self.java_options = tuple(java_options)
         self.controller_port = free_port()
         self.metrics_port = free_port()
         self.metrics_allowlist = tuple(metrics_allowlist)
@@ -234,6 +242,7 @@ class LocalKafka(LocalService):
             f"-Xms{self.heap}",
             f"-Xmx{self.heap}",
             "-XX:+UseG1GC",
+            *self.java_options,
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
             "-cp",

@@ -1,5 +1,6 @@
-"""The local KRaft broker: topics get the partitions and configs asked for, its log lands in a file, and it
-serves Strimzi's metric names through the metrics reporter on 127.0.0.1."""
+"""The local KRaft broker: topics get the partitions and configs asked for, its log lands in a file, it
+serves Strimzi's metric names through the metrics reporter on 127.0.0.1, and its JVM runs with the local
+options (the benchmarks' brokers without them)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 import pytest
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from streamstack.local.kafka import LocalKafka, TopicSpec
+from streamstack.local.identity import ProcessIdentity
+from streamstack.local.kafka import LOCAL_KAFKA_JAVA_OPTIONS, LocalKafka, TopicSpec
 from streamstack.local.pipeline import streaming_pipeline
 from tests.kafka_helpers import metric_sum, produce, read_all, scrape, wait_for
 
@@ -114,6 +116,19 @@ def test_the_broker_serves_strimzi_metrics_reporter_names_on_loopback(
     # 127.0.0.1 only: as an IPv4 socket, or (how the JDK's HTTP server binds) an IPv6 one on ::ffff:127.0.0.1.
     listening = _listening_addresses(kafka.metrics_port)
     assert listening and listening <= {"0100007F", "0000000000000000FFFF00000100007F"}, listening
+
+
+def test_the_brokers_jvm_runs_with_the_local_java_options_unless_given_none(
+    kafka: LocalKafka, tmp_path: Path
+) -> None:
+    identity = ProcessIdentity.of(kafka.pid)
+    assert identity is not None
+    assert LOCAL_KAFKA_JAVA_OPTIONS
+    assert all(option in identity.cmdline for option in LOCAL_KAFKA_JAVA_OPTIONS), identity.cmdline
+    # The storage tool runs with the same options as the broker; a benchmark's broker with none.
+    as_a_cluster = LocalKafka(kafka.runtimes, tmp_path, java_options=())._java("kafka.Kafka")
+    assert not any(option in as_a_cluster for option in LOCAL_KAFKA_JAVA_OPTIONS)
+    assert kafka._java("kafka.tools.StorageTool")[1:] == [*identity.cmdline[1:-2], "kafka.tools.StorageTool"]
 
 
 def test_pipeline_topics_keep_their_names_as_the_local_reporters_topic_label() -> None:
