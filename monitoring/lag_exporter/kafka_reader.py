@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from confluent_kafka.admin import AdminClient as RdAdminClient  # type: ignore[import-untyped]
@@ -346,8 +347,10 @@ class KafkaReader:
 
     # -- commit log ----------------------------------------------------------------------------------------
 
-    def commit_times(self, budget: float) -> dict[tuple[str, str, int], float]:
-        """{(group, topic, partition): wall time (s) of the latest commit seen since start-up}.
+    def commit_times(self, budget: float) -> Mapping[tuple[str, str, int], float]:
+        """{(group, topic, partition): wall time (s) of the latest commit seen since start-up}: a read-only
+        view of the reader's own dict (a copy took ~5 MB a collection at 150,000 group-partitions), valid
+        until the next call of this or `forget_commits_before`.
 
         Reads `__consumer_offsets` from where the previous call stopped up to its end offsets as of now (at
         most `budget` seconds). The first call starts at the end of the log, so commits made before the
@@ -388,11 +391,14 @@ class KafkaReader:
                         at = record.timestamp / 1000.0
                         if at > self._commit_times.get(parsed, 0.0):
                             self._commit_times[parsed] = at
-        return dict(self._commit_times)
+        return MappingProxyType(self._commit_times)
 
     def forget_commits_before(self, cutoff: float) -> None:
-        """Drop commit times older than `cutoff` (they no longer matter for any window)."""
-        self._commit_times = {key: at for key, at in self._commit_times.items() if at >= cutoff}
+        """Drop commit times older than `cutoff` (they no longer matter for any window): in place, where a
+        new dict of the rest lived beside the old one."""
+        times = self._commit_times
+        for key in [key for key, at in times.items() if at < cutoff]:
+            del times[key]
 
 
 async def _send_all(admin: KafkaAdminClient, requests: list[tuple[int, Any]], timeout_ms: int) -> list[Any]:

@@ -60,7 +60,7 @@ class OffsetReader(Protocol):
 
     def record_timestamps(self, wanted: Mapping[TP, int], budget: float) -> dict[TP, int]: ...
 
-    def commit_times(self, budget: float) -> dict[tuple[str, str, int], float]: ...
+    def commit_times(self, budget: float) -> Mapping[tuple[str, str, int], float]: ...
 
     def forget_commits_before(self, cutoff: float) -> None: ...
 
@@ -151,15 +151,19 @@ class Refresher:
         self._produced.record_all(list(latest), latest.values(), now)
         self._produced.retain_recorded()  # every partition not in `latest`
         timestamps = self._record_timestamps(positions, latest, earliest, now)
+        inputs = Inputs(positions, earliest, latest, timestamps, checkpoints.health)
+        # held by `inputs` alone: build_snapshot frees them as soon as they are in columns
+        del positions, latest, earliest
         snapshot = build_snapshot(
-            Inputs(positions, earliest, latest, timestamps, checkpoints.health),
+            inputs,
             now,
             self._history,
             self._produced,
             self._config.granularity,
+            release_inputs=True,
         )
         # what was read is in the snapshot now: freed before the rendering (on_publish), the collection's peak
-        del positions, latest, earliest, timestamps
+        del timestamps, inputs
         self._publish(snapshot)
         self._collected = True
         self._health.succeeded(now, time.monotonic() - started)
@@ -209,9 +213,14 @@ class Refresher:
             log.warning("reading the commit log failed: %s: %s", type(error).__name__, error)
             self._health.error("commit_log")
             return positions
+        if times:  # else their last_commit is None already
+            self._apply_commit_times(positions, times)
+        # after they were applied: `times` may be the reader's own mapping (not a copy of 150,000 entries)
         self._reader.forget_commits_before(now - 2 * self._config.window)
-        if not times:
-            return positions  # their last_commit is None already
+        return positions
+
+    @staticmethod
+    def _apply_commit_times(positions: list[Position], times: Mapping[tuple[str, str, int], float]) -> None:
         # in place: a second list of 150,000 positions would live beside the first
         for index, position in enumerate(positions):
             if position.source != "checkpoint":
@@ -225,7 +234,6 @@ class Refresher:
                         position.committed,
                         at,
                     )
-        return positions
 
     def _record_timestamps(
         self, positions: list[Position], latest: Mapping[TP, int], earliest: Mapping[TP, int], now: float

@@ -238,6 +238,7 @@ class Snapshot:
     `partitions` property gives the rows either way. Not changed once made (`replace` makes a new one)."""
 
     __slots__ = (
+        "__weakref__",  # a rendering refers to its snapshot weakly (collector.RenderedLag)
         "_offset_rows",
         "_rows",
         "checkpoints",
@@ -564,7 +565,10 @@ class RecordTimestamps:
         return len(self._tp)
 
     def _codes(
-        self, topics: Sequence[str], partitions: Sequence[int], create: bool = False
+        self,
+        topics: Sequence[str],
+        partitions: Sequence[int] | npt.NDArray[np.int64],
+        create: bool = False,
     ) -> npt.NDArray[np.int64]:
         """Each (topic, partition)'s code; -1 for a topic without an id (unless `create`: it gets one)."""
         ids = self._topic_ids
@@ -678,10 +682,13 @@ class RecordTimestamps:
         self._failed[where[missed]] = now
 
     def get_all(
-        self, topics: Sequence[str], partitions: Sequence[int], offsets: Sequence[int]
+        self,
+        topics: Sequence[str],
+        partitions: Sequence[int] | npt.NDArray[np.int64],
+        offsets: Sequence[int] | npt.NDArray[np.int64],
     ) -> npt.NDArray[np.int64]:
         """The timestamp of each (topic, partition, offset); -1 where none is known."""
-        where = self._find(self._codes(topics, partitions), np.array(offsets, np.int64))
+        where = self._find(self._codes(topics, partitions), np.asarray(offsets, np.int64))
         result = np.full(len(where), -1, np.int64)
         result[where >= 0] = self._stamp[where[where >= 0]]
         return result
@@ -713,32 +720,56 @@ def build_snapshot(
     history: History,
     produced: ProducedHistory,
     granularity: str = "partition",
+    *,
+    release_inputs: bool = False,
 ) -> Snapshot:
-    """Compute every value of a snapshot, as columns; records this collection's samples into `history`."""
-    earliest_offsets, latest_offsets = inputs.earliest, inputs.latest
-    all_positions = positions = inputs.positions
-    count = len(positions)
-    earliest, latest = _both_ends(positions, earliest_offsets, latest_offsets)
+    """Compute every value of a snapshot, as columns; records this collection's samples into `history`.
+
+    With `release_inputs` (the refresh loop's), `inputs.earliest` and `inputs.latest` become empty dicts, and
+    `inputs.positions` an empty tuple, as soon as their values are in columns: the two dicts of 50,000
+    (topic, partition) keys (~12 MB) and the 150,000 positions (~14 MB) then no longer live through the
+    history's recording and the lag seconds, where the collection's memory peaks."""
+    positions = inputs.positions
+    earliest, latest = _both_ends(positions, inputs.earliest, inputs.latest)
+    offsets = _partition_offsets(inputs.earliest, inputs.latest)
+    if release_inputs:
+        inputs.earliest, inputs.latest = {}, {}
     unread = (earliest == _UNREAD) | (latest == _UNREAD)
-    if unread.any():  # partitions whose offsets were not read: no row
+    kept_keys = None
+    if unread.any():  # partitions whose offsets were not read: no row (their history is kept)
+        kept_keys = {position.key for position in positions}
         read = np.flatnonzero(~unread)
         positions = [positions[index] for index in read.tolist()]
-        earliest, latest, count = earliest[read], latest[read], len(read)
+        earliest, latest = earliest[read], latest[read]
+    del unread
     committed = np.array(map_in_chunks(attrgetter("committed"), positions), np.int64)
     last_commit = np.array(map_in_chunks(attrgetter("last_commit"), positions), np.float64)  # None: NaN
+    # the names' lists made one at a time
+    sources, source = _factorize(map_in_chunks(attrgetter("source"), positions))
+    groups, group = _factorize(map_in_chunks(attrgetter("group"), positions))
+    topics, topic = _factorize(map_in_chunks(attrgetter("topic"), positions))
+    partition = np.array(map_in_chunks(attrgetter("partition"), positions), np.int64)
+    del positions  # from here on the rows are columns
+    if release_inputs:
+        inputs.positions = ()
     lag = np.maximum(0, latest - committed)
     # (source, group, topic, partition) of each row, made as they are read: the history codes them one at a
     # time, and a list of the 150,000 tuples (~12 MB) would outlive the recording
-    codes, rates = history.record(_Keys(positions), committed, lag, last_commit, now, latest=latest)
-    if count == len(all_positions):  # forget every partition not recorded now, without a set of the keys
+    keys = _Keys((sources, groups, topics), (source, group, topic, partition))
+    codes, rates = history.record(keys, committed, lag, last_commit, now, latest=latest)
+    del keys
+    if kept_keys is None:  # forget every partition not recorded now, without a set of the keys
         history.retain_recorded()
     else:
-        history.retain({p.key for p in all_positions})
+        history.retain(kept_keys)
+        del kept_keys
     seconds = _lag_seconds(
         inputs,
         now,
         produced,
-        positions=positions,
+        topics=topics,
+        topic=topic,
+        partition=partition,
         committed=committed,
         earliest=earliest,
         latest=latest,
@@ -746,10 +777,6 @@ def build_snapshot(
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         eta = np.where(lag <= 0, 0.0, np.where(rates <= 0, math.inf, lag / rates))
-    # the names' lists made one at a time, after the history and the lag seconds (whose peak they added to)
-    sources, source = _factorize(map_in_chunks(attrgetter("source"), positions))
-    groups, group = _factorize(map_in_chunks(attrgetter("group"), positions))
-    topics, topic = _factorize(map_in_chunks(attrgetter("topic"), positions))
     columns = PartitionColumns(
         sources,
         source,
@@ -757,7 +784,7 @@ def build_snapshot(
         group,
         topics,
         topic,
-        np.array(map_in_chunks(attrgetter("partition"), positions), np.int64),
+        partition,
         committed,
         earliest,
         latest,
@@ -769,7 +796,6 @@ def build_snapshot(
         codes,
     )
     group_rows = _group_rows(columns)
-    offsets = _partition_offsets(inputs.earliest, inputs.latest)
     if granularity == "topic":
         columns = PartitionColumns.from_rows(fold_by_topic(columns.rows()))
         offsets = OffsetColumns.from_rows(_fold_offsets(offsets.rows()))
@@ -784,21 +810,45 @@ def build_snapshot(
 
 
 class _Keys(Sequence[tuple[str, str, str, int]]):
-    """The positions' keys, each made when asked for (a view, not a list of them)."""
+    """The rows' keys (source, group, topic, partition), each made from the columns when asked for (a view,
+    not a list of them)."""
 
-    def __init__(self, positions: Sequence[Position]) -> None:
-        self._positions = positions
+    def __init__(
+        self,
+        names: tuple[Sequence[str], Sequence[str], Sequence[str]],
+        columns: tuple[
+            npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int64]
+        ],
+    ) -> None:
+        self._names = names  # sources, groups, topics
+        self._columns = columns  # source, group, topic (indexes into the names), partition
 
     def __len__(self) -> int:
-        return len(self._positions)
+        return len(self._columns[3])
+
+    def _slice(self, start: int, stop: int) -> Iterator[tuple[str, str, str, int]]:
+        (sources, groups, topics), (source, group, topic, partition) = self._names, self._columns
+        return zip(
+            map(sources.__getitem__, source[start:stop].tolist()),
+            map(groups.__getitem__, group[start:stop].tolist()),
+            map(topics.__getitem__, topic[start:stop].tolist()),
+            partition[start:stop].tolist(),
+            strict=True,
+        )
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
-            return [position.key for position in self._positions[index]]
-        return self._positions[index].key
+            start, stop, step = index.indices(len(self))
+            return list(self._slice(start, stop))[::step]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return next(self._slice(index, index + 1))
 
     def __iter__(self) -> Iterator[tuple[str, str, str, int]]:
-        return map(attrgetter("key"), self._positions)
+        for start in range(0, len(self), CHUNK):
+            yield from self._slice(start, start + CHUNK)
 
 
 def _both_ends(
@@ -843,45 +893,48 @@ def _lag_seconds(
     now: float,
     produced: ProducedHistory,
     *,
-    positions: Sequence[Position],
+    topics: Sequence[str],
+    topic: npt.NDArray[np.int32],
+    partition: npt.NDArray[np.int64],
     committed: npt.NDArray[np.int64],
     earliest: npt.NDArray[np.int64],
     latest: npt.NDArray[np.int64],
     lag: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.float64]:
     """lag_seconds() of every row: 0 where caught up, from the record timestamp where one was read (with the
-    same arithmetic, on the column), interpolated from the sampled latest offsets otherwise."""
-    seconds = np.zeros(len(positions), np.float64)
+    same arithmetic, on the column), interpolated from the sampled latest offsets otherwise. Rows are given
+    by their topic (an index into `topics`) and partition."""
+    seconds = np.zeros(len(committed), np.float64)
     lagging = np.flatnonzero(lag > 0)
     if not len(lagging):
         return seconds
     record_timestamps = inputs.record_timestamps
-    offsets = np.maximum(committed[lagging], earliest[lagging]).tolist()  # timestamp_offset()
-    lagging_positions = map_in_chunks(positions.__getitem__, lagging.tolist())
+    offsets = np.maximum(committed[lagging], earliest[lagging])  # timestamp_offset()
+    names = map_in_chunks(topics.__getitem__, topic[lagging].tolist())
     if isinstance(record_timestamps, RecordTimestamps):  # the loop's cache: all at once
-        values = record_timestamps.get_all(
-            map_in_chunks(attrgetter("topic"), lagging_positions),
-            map_in_chunks(attrgetter("partition"), lagging_positions),
-            offsets,
-        )
+        values = record_timestamps.get_all(names, partition[lagging], offsets)
         known = values >= 0
     else:
         stamps = [
-            record_timestamps.get((position.topic, position.partition, offset))
-            for position, offset in zip(lagging_positions, offsets, strict=True)
+            record_timestamps.get(key)
+            for key in zip(names, partition[lagging].tolist(), offsets.tolist(), strict=True)
         ]
         known = np.fromiter((stamp is not None and stamp >= 0 for stamp in stamps), bool, len(stamps))
         values = np.fromiter((stamp if stamp is not None else -1 for stamp in stamps), np.int64, len(stamps))
+        del stamps
+    del names, offsets
     seconds[lagging[known]] = np.maximum(0.0, now - values[known] / 1000.0)
     unknown = lagging[~known]
     if len(unknown):  # lag_seconds() without a record timestamp: interpolated, for all of them at once
-        appended = produced.appended_at_all(
-            map_in_chunks(
-                attrgetter("topic", "partition"), map_in_chunks(positions.__getitem__, unknown.tolist())
-            ),
-            committed[unknown],
-            now,
+        tps = list(
+            zip(
+                map_in_chunks(topics.__getitem__, topic[unknown].tolist()),
+                partition[unknown].tolist(),
+                strict=True,
+            )
         )
+        appended = produced.appended_at_all(tps, committed[unknown], now)
+        del tps
         seconds[unknown] = np.maximum(0.0, now - appended)
     return seconds
 
@@ -898,16 +951,27 @@ def _group_rows(columns: PartitionColumns) -> list[GroupLag]:
     """Per (source, group), sorted: summed and highest lag, highest lag seconds, Burrow's group status."""
     if not len(columns):
         return []
-    pair = columns.source.astype(np.int64) * max(1, len(columns.groups)) + columns.group
-    pairs, which = np.unique(pair, return_inverse=True)
-    order = np.argsort(which, kind="stable")
-    starts = np.flatnonzero(np.r_[True, np.diff(which[order]) != 0])
-    lag = columns.lag[order]
+    width = max(1, len(columns.groups))
+    pair = columns.source.astype(np.int64) * width + columns.group
+    if (pair[1:] >= pair[:-1]).all():
+        # rows already in (source, group) order (the group source makes them so): runs found in place, no
+        # sorted copies of the columns (~7 MB at 150,000 rows, at the collection's peak)
+        starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+        pairs = pair[starts]
+        del pair
+        lag, lag_seconds, status = columns.lag, columns.lag_seconds, columns.status
+    else:
+        pairs, which = np.unique(pair, return_inverse=True)
+        del pair
+        order = np.argsort(which, kind="stable")
+        starts = np.flatnonzero(np.r_[True, np.diff(which[order]) != 0])
+        del which
+        lag, lag_seconds, status = columns.lag[order], columns.lag_seconds[order], columns.status[order]
+        del order
     sums = np.add.reduceat(lag, starts).tolist()
     highest = np.maximum.reduceat(lag, starts).tolist()
-    highest_seconds = np.maximum.reduceat(columns.lag_seconds[order], starts).tolist()
-    severity = np.maximum.reduceat(_SEVERITY[columns.status[order]], starts).tolist()
-    width = max(1, len(columns.groups))
+    highest_seconds = np.maximum.reduceat(lag_seconds, starts).tolist()
+    severity = np.maximum.reduceat(_SEVERITY[status], starts).tolist()
     return [
         GroupLag(
             columns.sources[key // width],
