@@ -32,6 +32,8 @@ QUERY_PREFIX = "streamstack_query_"
 QUERY_ACTIVE = "active"
 QUERY_FAILED = "failed"
 BATCH_UTILIZATION = "batch_utilization"
+# Trigger execution seconds of completed batches (a counter): its rate is the share of time spent in batches.
+BATCH_SECONDS = "batch_seconds"
 RATE_LIMITED = "rate_limited"
 WATERMARK_DELAY_SECONDS = "watermark_delay_seconds"
 # End-to-end freshness of a view fed by change data capture (jobs.common.progress): seconds from a row's

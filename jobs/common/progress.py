@@ -22,6 +22,7 @@ from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 
 from contracts.metrics import (
+    BATCH_SECONDS,
     BATCH_UTILIZATION,
     FRESHNESS_SECONDS,
     QUERY_ACTIVE,
@@ -69,6 +70,7 @@ class QueryState:
     failed: bool = False
     progress: dict[str, Any] = field(default_factory=dict)
     batches_total: int = 0
+    batch_seconds_total: float = 0.0
     input_rows_total: int = 0
     rows_dropped_by_watermark_total: int = 0
     output_rows_total: int | None = None
@@ -102,6 +104,9 @@ class QueryProgressStore:
             state = self._queries.setdefault(label, QueryState())
             state.progress = progress
             state.batches_total += 1
+            state.batch_seconds_total += (
+                float((progress.get("durationMs") or {}).get("triggerExecution", 0)) / 1000.0
+            )
             state.input_rows_total += int(progress.get("numInputRows") or 0)
             state.rows_dropped_by_watermark_total += sum(
                 int(op.get("numRowsDroppedByWatermark") or 0) for op in progress.get("stateOperators") or []
@@ -146,6 +151,7 @@ class QueryProgressStore:
                     failed=state.failed,
                     progress=state.progress,
                     batches_total=state.batches_total,
+                    batch_seconds_total=state.batch_seconds_total,
                     input_rows_total=state.input_rows_total,
                     rows_dropped_by_watermark_total=state.rows_dropped_by_watermark_total,
                     output_rows_total=state.output_rows_total,
@@ -204,6 +210,11 @@ class QueryProgressCollector(Collector):
         state_rows = gauge("state_rows", "Rows held in state stores")
         state_bytes = gauge("state_memory_bytes", "Memory used by state stores")
         batches = counter("batches", "Completed batches since the driver started")
+        batch_seconds = counter(
+            BATCH_SECONDS,
+            "Trigger execution time of the batches completed since the driver started; its rate is the "
+            "share of time the query spends running batches (1: every batch starts late)",
+        )
         input_rows = counter("input_rows", "Rows read since the driver started")
         dropped = counter("rows_dropped_by_watermark", "Rows older than the watermark, dropped by state ops")
         output_rows = counter(
@@ -248,6 +259,7 @@ class QueryProgressCollector(Collector):
             active.add_metric(labels, 1.0 if state.active else 0.0)
             failed.add_metric(labels, 1.0 if state.failed else 0.0)
             batches.add_metric(labels, float(state.batches_total))
+            batch_seconds.add_metric(labels, state.batch_seconds_total)
             input_rows.add_metric(labels, float(state.input_rows_total))
             dropped.add_metric(labels, float(state.rows_dropped_by_watermark_total))
             if state.output_rows_total is not None:
@@ -305,7 +317,7 @@ class QueryProgressCollector(Collector):
 
         yield from (active, failed, input_rate, processed_rate, batch_duration, phase_duration, batch_id)
         yield from (batch_rows, last_progress, behind, end_offset, watermark, state_rows, state_bytes)
-        yield from (batches, input_rows, dropped, output_rows, dead_letters)
+        yield from (batches, batch_seconds, input_rows, dropped, output_rows, dead_letters)
         yield from (utilization, rate_limited, watermark_delay, since_progress)
         yield from (freshness, commit_oldest, commit_newest, commit_applied)
 

@@ -92,9 +92,17 @@ INPUT_VS_PROCESSED = Panel(
 )
 BATCH_UTILIZATION = Panel(
     "Batch utilization",
-    "Trigger execution time of the last batch divided by the trigger interval. Above 100% (the red line) "
-    "every batch starts late and the query falls behind: backpressure.",
-    per_query("max", "streamstack_query_batch_utilization"),
+    "Trigger execution time of the last batch divided by the trigger interval, and ('time in batches') "
+    "the share of time the query spent running batches. Above 100% (the red line) every batch starts late "
+    "and the query falls behind: backpressure. StreamstackJobBackpressure watches the time in batches "
+    "(over 95% for 10 minutes), which a slow first batch after a start raises only for as long as it ran.",
+    (
+        *per_query("max", "streamstack_query_batch_utilization"),
+        Target(
+            per_query("sum", "streamstack_query_batch_seconds_total", rate=True)[0].expr,
+            "{{query}} time in batches",
+        ),
+    ),
     unit="percentunit",
     threshold=1,
 )

@@ -79,6 +79,7 @@ def test_caught_up_uncapped_batch_is_not_rate_limited_and_counters_accumulate() 
     assert registry.get_sample_value("streamstack_query_batch_utilization", labels) == 0.25
     assert registry.get_sample_value("streamstack_query_rate_limited", labels) == 0.0
     assert registry.get_sample_value("streamstack_query_batches_total", labels) == 2
+    assert registry.get_sample_value("streamstack_query_batch_seconds_total", labels) == 1.0
     assert (
         registry.get_sample_value(
             "streamstack_query_dead_letters_total", {**labels, "reason": "malformed_json"}
