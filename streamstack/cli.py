@@ -116,7 +116,11 @@ def _stack_flags() -> tuple[Flag, ...]:
         Flag("--exporter-port", "lag exporter; 0 picks a free port", int, 9308),
         Flag("--supervisor-port", "the supervisor's restart metrics; 0 picks free", int, 9309),
         Flag("--rate", "events per second from each producer", float, 50.0),
-        Flag("--trigger-interval", "micro-batch trigger of every job", default="5 seconds"),
+        Flag(
+            "--trigger-interval",
+            "micro-batch trigger of the jobs: each job gets its own, 2%% of it apart, averaging this one",
+            default="5 seconds",
+        ),
         Flag("--jobs", f"run only these jobs (default all: {jobs})", metavar="NAME[,NAME]"),
         Flag(
             "--changelog-source",

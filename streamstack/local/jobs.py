@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from contracts.durations import duration_seconds
 from contracts.pipeline import Producer
 from streamstack.local.ports import LOOPBACK
 from streamstack.local.process import ManagedProcess
@@ -52,6 +53,25 @@ def local_driver_java_options(runtimes: Runtimes) -> tuple[str, ...]:
     driver loads every class itself, as before)."""
     archive = driver_class_archive(runtimes)
     return (*LOCAL_DRIVER_JAVA_OPTIONS, *((f"-XX:SharedArchiveFile={archive}",) if archive.exists() else ()))
+
+
+TRIGGER_STAGGER_SHARE = 0.02
+"""How far apart the local jobs' trigger intervals are, as a share of the stack's interval (100 ms at 5 s)."""
+
+
+def staggered_trigger_intervals(interval: str, count: int) -> list[str]:
+    """`count` trigger intervals spread evenly around `interval`, `TRIGGER_STAGGER_SHARE` of it apart (7 jobs
+    at 5 s: 4.7, 4.8, ... 5.3 s), one per local job.
+
+    Spark starts a processing-time batch at the next multiple of the interval since the epoch, so jobs with
+    equal intervals start every batch at the same instant. In a cluster each job has its own cores and that
+    costs nothing; on one machine seven drivers then all start a batch at once on its two cores, and every
+    batch waits for the others' (README, "Local stack at its defaults"). Intervals a little apart make the
+    jobs' batch times drift past each other, as independent jobs' do."""
+    interval_ms = round(duration_seconds(interval) * 1000)
+    step = max(1, round(interval_ms * TRIGGER_STAGGER_SHARE))
+    first = interval_ms - step * (count - 1) // 2
+    return [f"{first + step * index} milliseconds" for index in range(count)]
 
 
 def child_environment(runtimes: Runtimes) -> dict[str, str]:

@@ -23,7 +23,12 @@ from contracts.pipeline import Producer
 from streamstack.errors import StreamstackError
 from streamstack.local.connect import CONNECT_SCRAPE_JOB, WORKLOAD_NAME, LocalCdcSource
 from streamstack.local.identity import ProcessIdentity, identity_mismatch
-from streamstack.local.jobs import lag_exporter_process, producer_process, spark_job_process
+from streamstack.local.jobs import (
+    lag_exporter_process,
+    producer_process,
+    spark_job_process,
+    staggered_trigger_intervals,
+)
 from streamstack.local.kafka import LocalKafka
 from streamstack.local.pipeline import Pipeline, dev_stack_job_arguments
 from streamstack.local.ports import LOOPBACK, claim_port
@@ -312,7 +317,12 @@ class LocalStack:
 
         self._state["jobs"] = []
         cluster_job_arguments = dev_stack_job_arguments()
-        for job, port in zip(self.pipeline.jobs, metrics_ports, strict=True):
+        trigger_intervals = staggered_trigger_intervals(
+            self.options.trigger_interval, len(self.pipeline.jobs)
+        )
+        for job, port, trigger_interval in zip(
+            self.pipeline.jobs, metrics_ports, trigger_intervals, strict=True
+        ):
             checkpoint_dir = run_dir / "checkpoints" / job.name
             checkpoint_dir.mkdir(parents=True)  # the lag exporter watches it from the start
             process = self._start_tracked(
@@ -324,7 +334,7 @@ class LocalStack:
                     checkpoint_dir=checkpoint_dir,
                     metrics_port=port,
                     log_path=run_dir / "logs" / f"{job.name}.log",
-                    trigger_interval=self.options.trigger_interval,
+                    trigger_interval=trigger_interval,
                     extra_args=(*cluster_job_arguments, *job.args),
                 ),
                 "job",

@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
+from contracts.durations import duration_seconds
 from streamstack.local.pipeline import dev_stack_job_arguments, streaming_pipeline
 from streamstack.local.process import process_group_alive
+from streamstack.local.stack import read_state
 from tests.kafka_helpers import metric_sum, scrape, wait_for
 
 CLI = [sys.executable, "-m", "streamstack.cli"]
@@ -113,6 +115,18 @@ def test_every_job_runs_detached_reports_progress_and_stops_without_leftovers(tm
             assert sorted(int(path.name) for path in state_partitions if path.name.isdigit()) == list(
                 range(partitions)
             ), name
+
+        # Each driver gets its own trigger interval around the stack's, so that the seven drivers on this
+        # machine's two cores do not all start a batch at the same instant (streamstack.local.jobs).
+        state = read_state(workdir)
+        assert state is not None
+        intervals = {}
+        for job in state["jobs"]:
+            argv = Path(f"/proc/{job['pid']}/cmdline").read_bytes().decode().split("\0")
+            intervals[job["name"]] = duration_seconds(argv[argv.index("--trigger-interval") + 1])
+        assert len(set(intervals.values())) == len(expected_jobs), intervals
+        assert sum(intervals.values()) / len(intervals) == pytest.approx(5.0), intervals
+        assert all(4.5 <= seconds <= 5.5 for seconds in intervals.values()), intervals
 
         # The lag exporter sees each job's main query twice: via its shadow group and its checkpoint.
         exporter_url = status["exporter"]["metrics_url"]

@@ -9,10 +9,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from contracts.durations import duration_seconds
 from contracts.pipeline import load_pipeline
 from streamstack.errors import StreamstackError
 from streamstack.local.identity import ProcessIdentity, stat_fields
-from streamstack.local.jobs import LOCAL_DRIVER_JAVA_OPTIONS, driver_class_archive, spark_job_process
+from streamstack.local.jobs import (
+    LOCAL_DRIVER_JAVA_OPTIONS,
+    driver_class_archive,
+    spark_job_process,
+    staggered_trigger_intervals,
+)
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.local.pipeline import DEV_STACK_CONFIG, dev_stack_job_arguments
 from streamstack.local.process import stop_all
@@ -97,3 +103,17 @@ def test_the_local_jobs_take_the_dev_stacks_shuffle_partitions(tmp_path: Path) -
     config.write_text("config:\n  streamstack:jobDefaults:\n    shufflePartitions: two\n")
     with pytest.raises(StreamstackError, match=r"jobDefaults.shufflePartitions must be a positive integer"):
         dev_stack_job_arguments(config)
+
+
+@pytest.mark.parametrize(
+    ("interval", "count"), [("5 seconds", 7), ("5 seconds", 6), ("2 seconds", 2), ("1 minute", 3)]
+)
+def test_the_local_jobs_trigger_intervals_are_apart_and_average_the_stacks(interval: str, count: int) -> None:
+    intervals = [duration_seconds(text) for text in staggered_trigger_intervals(interval, count)]
+    assert len(set(intervals)) == count
+    assert sum(intervals) / count == pytest.approx(duration_seconds(interval))
+    assert max(intervals) - min(intervals) <= 0.02 * (count - 1) * duration_seconds(interval) + 1e-9
+
+
+def test_a_single_local_job_keeps_the_stacks_trigger_interval() -> None:
+    assert staggered_trigger_intervals("5 seconds", 1) == ["5000 milliseconds"]
