@@ -14,6 +14,7 @@ from kafka.structs import OffsetAndMetadata
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from jobs.common.session import CHECKPOINT_FS_CONF
 from jobs.jvm.build import build_jar
 from streamstack import runtimes as runtime_cache
 from streamstack.local.kafka import LocalKafka, TopicSpec
@@ -64,18 +65,23 @@ def spark(runtimes: Runtimes) -> Iterator[SparkSession]:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["JAVA_HOME"] = str(runtimes.java.parent.parent)
-    session = (
+    jvm_jar = str(build_jar())
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("streamstack-tests")
-        # The Kafka connector, and the jobs' JVM code (built here when `make setup` has not).
-        .config("spark.jars", ",".join(str(jar) for jar in (*runtimes.spark_kafka_jars, build_jar())))
+        # The Kafka connector, and the jobs' JVM code (built here when `make setup` has not), which also
+        # holds the checkpoint filesystem every job's session uses: the tests' checkpoints go through it too.
+        .config("spark.jars", ",".join(str(jar) for jar in (*runtimes.spark_kafka_jars, jvm_jar)))
+        .config("spark.driver.extraClassPath", jvm_jar)
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
     )
+    for key, value in CHECKPOINT_FS_CONF.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     try:
         yield session
     finally:

@@ -15,10 +15,12 @@ from jobs.jvm import IMAGE_JAR
 from jobs.jvm.build import build_jar
 
 # Checkpoint files on the local filesystem (a directory locally, the job's PersistentVolumeClaim mounted at
-# /checkpoints in the cluster) through the jobs' own subclasses of Hadoop's raw local filesystem (jobs/jvm:
-# LocalCheckpointFileSystem, LocalCheckpointFs), for two reasons of cost on the batch's critical path
-# (issue 16). Raw: without Hadoop's `.<name>.crc` checksum sidecars, which the default ChecksumFileSystem
-# writes and renames beside every offset, commit and state file. Ours: permissions and file status through
+# /checkpoints in the cluster) through the jobs' own filesystem classes over Hadoop's raw local filesystem
+# (jobs/jvm: NioRawLocalFileSystem, under LocalCheckpointFileSystem for FileSystem and LocalCheckpointFs for
+# FileContext), for two reasons of cost on the batch's critical path (issue 16). No checksums: without
+# Hadoop's `.<name>.crc` sidecars, which the default LocalFileSystem writes and renames beside every offset,
+# commit and state file (ours is still a LocalFileSystem, as Hadoop's copies to and from the local
+# filesystem require: RocksDB's snapshots go through them). Ours: permissions and file status through
 # java.nio, where Hadoop without its native library forks `chmod`, `readlink` or `ls` for them, several
 # times per checkpoint file (a commit log entry took 25-30 ms, 3 ms without the forks). Spark's checkpoint
 # file manager (FileContext, so the AbstractFileSystem setting; FileSystem for the rest) still writes every

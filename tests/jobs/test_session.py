@@ -62,6 +62,29 @@ DRIVER = textwrap.dedent(
 )
 
 
+def run_driver(
+    runtimes: Runtimes, script: str, checkpoint: Path, *arguments: str
+) -> subprocess.CompletedProcess[str]:
+    """A driver script run as a job's driver starts locally, in a JVM of its own, with the job's arguments."""
+    environment = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "JAVA_HOME": str(runtimes.java.parent.parent),
+    }
+    driver = subprocess.run(
+        [sys.executable, "-c", script, str(checkpoint), *ARGS, *arguments],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert driver.returncode == 0, driver.stderr[-3000:]
+    return driver
+
+
 def test_the_jobs_settings_come_first_and_the_command_line_overrides_them() -> None:
     default = session_conf(parse_args(ARGS).streaming)
     assert CHECKPOINT_FS_CONF.items() <= default.items()
@@ -79,25 +102,13 @@ def test_a_jobs_checkpoint_is_written_without_checksum_files_or_child_processes(
     `readlink` for every status, several per checkpoint file: the driver's Flight Recorder shows none."""
     checkpoint = tmp_path / "checkpoint"
     recording = tmp_path / "driver.jfr"
-    environment = {
-        **os.environ,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "JAVA_HOME": str(runtimes.java.parent.parent),
-    }
-    driver = subprocess.run(
-        [
-            *(sys.executable, "-c", DRIVER, str(checkpoint), *ARGS, "--spark-conf"),
-            f"spark.driver.extraJavaOptions=-XX:StartFlightRecording=dumponexit=true,filename={recording}",
-        ],
-        cwd=REPO_ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
+    driver = run_driver(
+        runtimes,
+        DRIVER,
+        checkpoint,
+        "--spark-conf",
+        f"spark.driver.extraJavaOptions=-XX:StartFlightRecording=dumponexit=true,filename={recording}",
     )
-    assert driver.returncode == 0, driver.stderr[-3000:]
 
     hadoop = json.loads(driver.stdout.strip().splitlines()[-1])
     assert hadoop == {
@@ -122,3 +133,81 @@ def test_a_jobs_checkpoint_is_written_without_checksum_files_or_child_processes(
     assert lines[0] == "v1"
     assert "batchTimestampMs" in json.loads(lines[1])
     assert len(lines) == 3
+
+
+# A RocksDB aggregation with the table queries' settings in the session `build_session` makes, run twice on
+# one checkpoint: state snapshots every batch, maintenance every second. Prints the state directory's files
+# and the counts each run saw.
+TABLE_STATE_DRIVER = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from pyspark.sql import functions as F
+    from jobs.common.session import TABLE_STATE_SETTINGS, build_session, sql_settings
+    from jobs.sessionization.main import parse_args
+
+    checkpoint = Path(sys.argv[1])
+    spark = build_session(parse_args(sys.argv[2:]).streaming)
+    totals = []
+
+    def record(batch, batch_id):
+        totals.append((batch_id, batch.agg(F.sum("count")).first()[0] or 0))
+
+    def run(until):
+        with sql_settings(spark, TABLE_STATE_SETTINGS):
+            query = (
+                spark.readStream.format("rate").option("rowsPerSecond", 20).load()
+                .groupBy((F.col("value") % 7).alias("key")).count()
+                .writeStream.outputMode("complete").foreachBatch(record)
+                .option("checkpointLocation", str(checkpoint)).trigger(processingTime="300 milliseconds")
+                .start()
+            )
+        try:
+            deadline = time.monotonic() + 90
+            while not until() and time.monotonic() < deadline:
+                query.awaitTermination(0.3)
+        finally:
+            query.stop()
+        return {p["batchId"]: p["numInputRows"] for p in query.recentProgress}
+
+    def snapshots():
+        return sorted(str(p.relative_to(checkpoint)) for p in (checkpoint / "state").rglob("*.zip"))
+
+    try:
+        first = run(lambda: len(totals) >= 5 and snapshots())
+        before = totals[-1][1]
+        files = snapshots()
+        second_from = len(totals)
+        second = run(lambda: len(totals) > second_from)
+        batch_id, after = totals[second_from]
+        print(json.dumps({
+            "snapshots": files, "first_rows": sum(first.values()), "before": before,
+            "after": after, "after_rows": second[batch_id],
+        }))
+    finally:
+        spark.stop()
+    """
+)
+
+
+def test_a_table_querys_state_is_snapshotted_and_restored(runtimes: Runtimes, tmp_path: Path) -> None:
+    """RocksDB's state store uploads a snapshot of its state beside the changelogs (else every restart
+    replays all changelogs since the first batch, and none is ever cleaned up) and loads it on a restart,
+    both through the jobs' checkpoint filesystem's copies from and to the local filesystem."""
+    settings = {
+        "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "1",
+    }
+    driver = run_driver(
+        runtimes,
+        TABLE_STATE_DRIVER,
+        tmp_path / "checkpoint",
+        *(argument for key, value in settings.items() for argument in ("--spark-conf", f"{key}={value}")),
+    )
+    assert "snapshot maintenance" not in driver.stderr, driver.stderr[-3000:]
+
+    result = json.loads(driver.stdout.strip().splitlines()[-1])
+    assert result["snapshots"], "a snapshot of the state store beside its changelogs"
+    # The restarted query's first batch counts on from the state the first run left.
+    assert result["before"] == result["first_rows"] > 0
+    assert result["after"] == result["before"] + result["after_rows"]

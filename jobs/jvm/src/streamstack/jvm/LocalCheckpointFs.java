@@ -11,13 +11,13 @@ import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.local.LocalConfigKeys;
 
 /**
- * {@link LocalCheckpointFileSystem} for FileContext (the API of Spark's checkpoint file manager), as Hadoop's
+ * {@link NioRawLocalFileSystem} for FileContext (the API of Spark's checkpoint file manager), as Hadoop's
  * {@code RawLocalFs} is for RawLocalFileSystem; set as {@code fs.AbstractFileSystem.file.impl}.
  */
 public class LocalCheckpointFs extends DelegateToFileSystem {
 
   public LocalCheckpointFs(URI uri, Configuration conf) throws IOException, URISyntaxException {
-    super(uri, new LocalCheckpointFileSystem(), conf, FsConstants.LOCAL_FS_URI.getScheme(), false);
+    super(uri, new NioRawLocalFileSystem(), conf, FsConstants.LOCAL_FS_URI.getScheme(), false);
   }
 
   @Override
