@@ -27,6 +27,7 @@ from jobs.common.kafka_io import require_existing_topics
 from jobs.common.progress import serve_progress_metrics
 from jobs.common.session import build_session
 from jobs.common.settings import JobSettings
+from jobs.common.stopping import await_queries, stop_between_batches
 
 JobSettingsT = TypeVar("JobSettingsT", bound=JobSettings)
 
@@ -53,8 +54,9 @@ def run_streaming_job(
     config: JobSettingsT,
     start_queries: Callable[[SparkSession, JobSettingsT], list[StreamingQuery]],
 ) -> int:
-    """Run until a query stops; a query failing raises, so the driver exits non-zero and is restarted,
-    after one `<program>: error:` line when the job can name the cause (jobs.common.failures).
+    """Run until a query fails or SIGTERM (or Ctrl-C) stops the queries between batches (exit code 0,
+    jobs.common.stopping); a query failing raises, so the driver exits non-zero and is restarted, after one
+    `<program>: error:` line when the job can name the cause (jobs.common.failures).
 
     A missing topic is a configuration error reported before Spark starts (exit code 2, naming the flag).
     """
@@ -65,10 +67,11 @@ def run_streaming_job(
         print(f"{program}: error: {error}", file=sys.stderr)
         return 2
     spark = build_session(streaming)
+    stop_between_batches(spark)
     serve_progress_metrics(spark, streaming)
-    start_queries(spark, config)
+    queries = start_queries(spark, config)
     try:
-        spark.streams.awaitAnyTermination()
+        await_queries(spark, queries)
     except StreamingQueryException as failure:
         explanation = failures.explain_query_failure(failures.failure_text(failure), streaming)
         if explanation is not None:

@@ -57,7 +57,6 @@ def session_conf(config: StreamingJobConfig) -> dict[str, str]:
     conf = {
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
-        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
         **CHECKPOINT_FS_CONF,
     }
     jars = (*config.extra_jars, *jvm_jars())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -158,6 +159,11 @@ def test_every_job_runs_detached_reports_progress_and_stops_without_leftovers(tm
     pids = [int(state["supervisor_pid"])] + [int(entry["pid"]) for entry in state["processes"]]
     assert all(not process_group_alive(pid) for pid in pids)
     assert processes_mentioning(str(workdir)) == []
+    # `down` stops each driver's queries between batches (jobs.common.stopping), none fails.
+    for name in expected_jobs:
+        log = (workdir / "run" / "logs" / f"{name}.log").read_text()
+        assert "terminated with error" not in log, name
+        assert re.search(r"Stopping: \d+ streaming queries stopped between batches", log), name
 
 
 def test_unknown_job_is_one_line_error(tmp_path: Path) -> None:

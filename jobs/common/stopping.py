@@ -1,0 +1,48 @@
+"""A driver's stop on SIGTERM or Ctrl-C: its queries end between batches (jobs/jvm GracefulStop) and it exits
+0, instead of the SparkContext's shutdown cutting them in a batch. The same on both sides: locally the
+supervisor signals this process and its JVM together, and this process asks the JVM to stop the queries; in
+the cluster the kubelet signals the driver's JVM, whose shutdown hook does it."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+# Under the local supervisor's 15 s between SIGTERM and SIGKILL (streamstack.local.process) and a pod's
+# default 30 s termination grace period; a micro-batch of the jobs takes a few seconds at most.
+STOP_GRACE_SECONDS = 10.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def stop_between_batches(spark: SparkSession) -> None:
+    """On the first SIGTERM or Ctrl-C (and at the JVM's shutdown), stop the session's queries between
+    batches; a second signal stops the driver at once."""
+    jvm = spark._jvm
+    assert jvm is not None
+    grace_ms = int(STOP_GRACE_SECONDS * 1000)
+    jvm.streamstack.jvm.GracefulStop.install(spark._jsparkSession, grace_ms)
+
+    def stop_queries() -> None:
+        jvm.streamstack.jvm.GracefulStop.stopQueries(spark._jsparkSession, grace_ms)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, signal.SIG_DFL)
+        # Nothing through py4j here: the handler runs in the main thread, whose connection to the JVM is
+        # waiting for the queries to end; another thread has its own.
+        threading.Thread(target=stop_queries, name="stop-between-batches", daemon=True).start()
+
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, on_signal)
+
+
+def await_queries(spark: SparkSession, queries: Sequence[StreamingQuery]) -> None:
+    """Until a query fails (its StreamingQueryException is raised) or every query has stopped."""
+    spark.streams.awaitAnyTermination()
+    for query in queries:
+        query.awaitTermination()

@@ -1,0 +1,97 @@
+package streamstack.jvm;
+
+import java.util.concurrent.TimeUnit;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryWrapper;
+import org.apache.spark.sql.execution.streaming.runtime.TERMINATED$;
+import org.apache.spark.sql.streaming.StreamingQuery;
+import org.apache.spark.sql.streaming.StreamingQueryException;
+import org.apache.spark.util.ShutdownHookManager;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import scala.runtime.AbstractFunction0;
+import scala.runtime.BoxedUnit;
+
+/**
+ * A driver's streaming queries stopped between batches when it is asked to stop (SIGTERM from the kubelet or
+ * the local supervisor, Ctrl-C), instead of killed in the middle of one by the SparkContext's own shutdown
+ * hook. Structured Streaming has no such setting ({@code spark.streaming.stopGracefullyOnShutdown} is the
+ * DStream API's), and {@code StreamingQuery.stop()} cuts the running batch. Each query ends after its running
+ * batch, or is stopped when the grace period is over: a batch cut then is not committed and runs again at the
+ * next start, as after a crash. Runs in the JVM,
+ * which the kubelet signals in the cluster (the Python driver is its child there), from a shutdown hook ahead
+ * of the SparkContext's; the Python driver calls {@link #stopQueries} itself when it is signalled locally.
+ */
+public final class GracefulStop {
+
+  private static final Logger LOG = LoggerFactory.getLogger(GracefulStop.class);
+  private static Object hook;
+
+  private GracefulStop() {}
+
+  /** Stop the session's queries this way when the JVM shuts down; once per JVM, the latest session wins. */
+  public static synchronized void install(SparkSession session, long graceMillis) {
+    if (hook != null) {
+      ShutdownHookManager.removeShutdownHook(hook);
+    }
+    hook =
+        ShutdownHookManager.addShutdownHook(
+            ShutdownHookManager.DEFAULT_SHUTDOWN_PRIORITY() + 10,
+            new AbstractFunction0<BoxedUnit>() {
+              @Override
+              public BoxedUnit apply() {
+                stopQueries(session, graceMillis);
+                return BoxedUnit.UNIT;
+              }
+            });
+  }
+
+  /**
+   * Stop every active query of the session after the batch it is running, if any, or when {@code
+   * graceMillis} have passed; returns how many were cut in a batch then. Each query is first marked stopped,
+   * as {@code stop()} does, so that it starts no further batch (one that has only been planned is not run,
+   * and runs at the next start); one that is not in a batch is then stopped at once, and one that is ends
+   * when its batch has been committed. Safe to call concurrently and again.
+   */
+  public static synchronized int stopQueries(SparkSession session, long graceMillis) {
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(graceMillis);
+    StreamingQuery[] queries = session.streams().active();
+    for (StreamingQuery query : queries) {
+      if (query instanceof StreamingQueryWrapper wrapper) {
+        wrapper.streamingQuery().state().set(TERMINATED$.MODULE$);
+      }
+      if (!query.status().isTriggerActive()) {
+        stopQuietly(query);
+      }
+    }
+    int cut = 0;
+    for (StreamingQuery query : queries) {
+      long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+      try {
+        // Not isActive(): that reads the state just set, not whether the query's thread has ended.
+        if (!query.awaitTermination(Math.max(left, 1))) {
+          cut++;
+          stopQuietly(query);
+        }
+      } catch (StreamingQueryException e) {
+        // it failed in its last batch: its own error is logged and raised to the driver
+      }
+    }
+    if (queries.length > 0) {
+      LOG.warn(
+          "Stopping: {} streaming queries stopped between batches, {} cut in a batch after the {} ms grace",
+          queries.length - cut,
+          cut,
+          graceMillis);
+    }
+    return cut;
+  }
+
+  private static void stopQuietly(StreamingQuery query) {
+    try {
+      query.stop();
+    } catch (java.util.concurrent.TimeoutException e) {
+      LOG.warn("Stopping: query {} did not stop in time", query.name(), e);
+    }
+  }
+}

@@ -1,0 +1,102 @@
+"""A driver asked to stop (SIGTERM, as the local supervisor and the kubelet send it; Ctrl-C) ends its queries
+between batches and exits 0: the batch in flight finishes and is committed, nothing is logged as a failure.
+Locally the signal reaches the driver's whole process group, Python and JVM; in the cluster only the JVM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from streamstack.paths import REPO_ROOT
+from streamstack.runtimes import Runtimes
+from tests.jobs.test_session import ARGS
+from tests.kafka_helpers import wait_for
+
+pytestmark = [pytest.mark.spark]
+
+# A query whose batches take 2 s of its 4 s trigger interval (a Python foreachBatch, as user-view's and
+# view-bursts'), run as the jobs run theirs; each batch leaves a file when it starts and when it ends.
+DRIVER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from jobs.common.session import build_session
+    from jobs.common.stopping import await_queries, stop_between_batches
+    from jobs.sessionization.main import parse_args
+
+    checkpoint, marks = Path(sys.argv[1]), Path(sys.argv[2])
+    spark = build_session(parse_args(sys.argv[3:]).streaming)
+    stop_between_batches(spark)
+
+    def slow(batch, batch_id):
+        (marks / f"{batch_id}.started").touch()
+        batch.count()
+        time.sleep(2)
+        (marks / f"{batch_id}.done").touch()
+
+    query = (
+        spark.readStream.format("rate").option("rowsPerSecond", 5).load()
+        .writeStream.foreachBatch(slow).option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="4 seconds").start()
+    )
+    await_queries(spark, [query])
+    print("stopped")
+    """
+)
+
+
+def jvm_of(driver: subprocess.Popen[str]) -> int:
+    children = Path(f"/proc/{driver.pid}/task/{driver.pid}/children").read_text().split()
+    java = [pid for pid in map(int, children) if Path(f"/proc/{pid}/exe").resolve().name == "java"]
+    assert len(java) == 1, children
+    return java[0]
+
+
+@pytest.mark.parametrize("signalled", ["process group", "jvm only"])
+def test_a_stopped_driver_finishes_its_batch_commits_it_and_exits_0(
+    runtimes: Runtimes, tmp_path: Path, signalled: str
+) -> None:
+    checkpoint, marks = tmp_path / "checkpoint", tmp_path / "marks"
+    marks.mkdir()
+    environment = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "JAVA_HOME": str(runtimes.java.parent.parent),
+    }
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(checkpoint), str(marks), *ARGS],
+        cwd=REPO_ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        wait_for((marks / "1.started").exists, timeout=120, what="the second batch to start")
+        time.sleep(0.5)
+        if signalled == "process group":
+            os.killpg(driver.pid, signal.SIGTERM)
+        else:
+            os.kill(jvm_of(driver), signal.SIGTERM)
+        stdout, stderr = driver.communicate(timeout=60)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+
+    assert (marks / "1.done").exists(), "the batch in flight finished"
+    last = max(int(name) for name in os.listdir(checkpoint / "offsets") if name.isdigit())
+    assert (checkpoint / "commits" / str(last)).exists(), f"batch {last} is planned but not committed"
+    assert "terminated with error" not in stderr, stderr[-3000:]
+    assert "stopped between batches, 0 cut" in stderr, stderr[-3000:]
+    assert driver.returncode == 0, stderr[-3000:]
+    assert stdout.strip().endswith("stopped")
