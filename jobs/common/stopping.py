@@ -1,7 +1,7 @@
 """A driver's stop on SIGTERM or Ctrl-C: its queries end between batches (jobs/jvm GracefulStop) and it exits
-0, instead of the SparkContext's shutdown cutting them in a batch. The same on both sides: locally the
-supervisor signals this process and its JVM together, and this process asks the JVM to stop the queries; in
-the cluster the kubelet signals the driver's JVM, whose shutdown hook does it."""
+0, instead of the JVM's shutdown cutting them in a batch. The same on both sides: locally the supervisor
+signals this process and its JVM together, and this process asks the JVM to stop the queries; in the cluster
+the kubelet signals the driver's JVM, whose SIGTERM handler does it."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def stop_between_batches(spark: SparkSession) -> None:
-    """On the first SIGTERM or Ctrl-C (and at the JVM's shutdown), stop the session's queries between
+    """On the first SIGTERM or Ctrl-C (and on a SIGTERM to the JVM), stop the session's queries between
     batches; a second signal stops the driver at once."""
     jvm = spark._jvm
     assert jvm is not None

@@ -6,44 +6,49 @@ import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryWrapper;
 import org.apache.spark.sql.execution.streaming.runtime.TERMINATED$;
 import org.apache.spark.sql.streaming.StreamingQuery;
 import org.apache.spark.sql.streaming.StreamingQueryException;
-import org.apache.spark.util.ShutdownHookManager;
+import org.apache.spark.util.SignalUtils;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import scala.runtime.AbstractFunction0;
-import scala.runtime.BoxedUnit;
 
 /**
  * A driver's streaming queries stopped between batches when it is asked to stop (SIGTERM from the kubelet or
- * the local supervisor, Ctrl-C), instead of killed in the middle of one by the SparkContext's own shutdown
- * hook. Structured Streaming has no such setting ({@code spark.streaming.stopGracefullyOnShutdown} is the
- * DStream API's), and {@code StreamingQuery.stop()} cuts the running batch. Each query ends after its running
+ * the local supervisor, Ctrl-C), instead of killed in the middle of one by the JVM's shutdown (the
+ * executor's and the SparkContext's shutdown hooks). Structured Streaming has no such setting ({@code
+ * spark.streaming.stopGracefullyOnShutdown} is the DStream API's), and {@code StreamingQuery.stop()} cuts
+ * the running batch. Each query ends after its running
  * batch, or is stopped when the grace period is over: a batch cut then is not committed and runs again at the
- * next start, as after a crash. Runs in the JVM,
- * which the kubelet signals in the cluster (the Python driver is its child there), from a shutdown hook ahead
- * of the SparkContext's; the Python driver calls {@link #stopQueries} itself when it is signalled locally.
+ * next start, as after a crash. Runs in the JVM, which the kubelet signals in the cluster (the Python driver
+ * is its child there), from a SIGTERM handler; the Python driver calls {@link #stopQueries} itself when it
+ * is signalled locally.
  */
 public final class GracefulStop {
 
   private static final Logger LOG = LoggerFactory.getLogger(GracefulStop.class);
-  private static Object hook;
+  private static boolean installed;
 
   private GracefulStop() {}
 
-  /** Stop the session's queries this way when the JVM shuts down; once per JVM, the latest session wins. */
+  /**
+   * Stop the session's queries this way when the JVM gets SIGTERM; once per JVM. The signal is then handled:
+   * the JVM exits when the driver's main program ends, which it does once its queries have stopped. Not a
+   * shutdown hook: a JVM that shuts down because its Python driver is gone (killed, its pipe closed) has no
+   * batch worth waiting for and stops at once, as before.
+   */
   public static synchronized void install(SparkSession session, long graceMillis) {
-    if (hook != null) {
-      ShutdownHookManager.removeShutdownHook(hook);
+    if (installed) {
+      return;
     }
-    hook =
-        ShutdownHookManager.addShutdownHook(
-            ShutdownHookManager.DEFAULT_SHUTDOWN_PRIORITY() + 10,
-            new AbstractFunction0<BoxedUnit>() {
-              @Override
-              public BoxedUnit apply() {
-                stopQueries(session, graceMillis);
-                return BoxedUnit.UNIT;
-              }
-            });
+    installed = true;
+    SignalUtils.register(
+        "TERM",
+        new AbstractFunction0<Object>() {
+          @Override
+          public Object apply() {
+            stopQueries(session, graceMillis);
+            return Boolean.TRUE;
+          }
+        });
   }
 
   /**
