@@ -62,20 +62,24 @@ DRIVER = textwrap.dedent(
 )
 
 
-def run_driver(
-    runtimes: Runtimes, script: str, checkpoint: Path, *arguments: str
-) -> subprocess.CompletedProcess[str]:
-    """A driver script run as a job's driver starts locally, in a JVM of its own, with the job's arguments."""
-    environment = {
+def driver_environment(runtimes: Runtimes) -> dict[str, str]:
+    """The environment a job's driver starts in locally."""
+    return {
         **os.environ,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
         "JAVA_HOME": str(runtimes.java.parent.parent),
     }
+
+
+def run_driver(
+    runtimes: Runtimes, script: str, checkpoint: Path, *arguments: str
+) -> subprocess.CompletedProcess[str]:
+    """A driver script run as a job's driver starts locally, in a JVM of its own, with the job's arguments."""
     driver = subprocess.run(
         [sys.executable, "-c", script, str(checkpoint), *ARGS, *arguments],
         cwd=REPO_ROOT,
-        env=environment,
+        env=driver_environment(runtimes),
         capture_output=True,
         text=True,
         timeout=240,

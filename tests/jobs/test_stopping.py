@@ -16,7 +16,7 @@ import pytest
 
 from streamstack.paths import REPO_ROOT
 from streamstack.runtimes import Runtimes
-from tests.jobs.test_session import ARGS
+from tests.jobs.test_session import ARGS, driver_environment
 from tests.kafka_helpers import wait_for
 
 pytestmark = [pytest.mark.spark]
@@ -65,16 +65,10 @@ def test_a_stopped_driver_finishes_its_batch_commits_it_and_exits_0(
 ) -> None:
     checkpoint, marks = tmp_path / "checkpoint", tmp_path / "marks"
     marks.mkdir()
-    environment = {
-        **os.environ,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "JAVA_HOME": str(runtimes.java.parent.parent),
-    }
     driver = subprocess.Popen(
         [sys.executable, "-c", DRIVER, str(checkpoint), str(marks), *ARGS],
         cwd=REPO_ROOT,
-        env=environment,
+        env=driver_environment(runtimes),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
