@@ -19,6 +19,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from contracts.errors import ConfigError
 from contracts.record_sizes import DEAD_LETTER_MAX_MESSAGE_BYTES
+from jobs.common.batch_errors import reporting_failures
 from jobs.common.config import StreamingJobConfig
 
 
@@ -124,12 +125,13 @@ def start_foreach_batch_query(
     query_name: str,
     process: Callable[[DataFrame, int], None],
 ) -> StreamingQuery:
-    """Start a query running `process(batch, batch_id)` on each batch of `records`, checkpointed."""
+    """Start a query running `process(batch, batch_id)` on each batch of `records`, checkpointed; a failure
+    of `process` fails the query, its traceback worded as jobs.common.batch_errors explains."""
     return (
         records.writeStream.queryName(query_name)
         .option("checkpointLocation", config.checkpoint_for(query_name))
         .trigger(processingTime=config.trigger_interval)
-        .foreachBatch(process)
+        .foreachBatch(reporting_failures(process))
         .start()
     )
 

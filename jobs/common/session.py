@@ -56,6 +56,9 @@ def session_conf(config: StreamingJobConfig) -> dict[str, str]:
     own, then the job's `--spark-conf` settings, which override them."""
     conf = {
         "spark.sql.session.timeZone": "UTC",
+        # A driver started from Python (locally) runs as pyspark's shell, where Spark draws stage progress
+        # bars into the job's log; spark-submit (the cluster) does not. Off on both sides.
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
         **CHECKPOINT_FS_CONF,
     }

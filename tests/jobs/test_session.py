@@ -34,8 +34,8 @@ ARGS = [
     *("--master", "local[1]", "--spark-conf", "spark.ui.enabled=false", "--checkpoint-dir", "/unused"),
 ]
 
-# Two batches of a rate source into the noop sink in the session `build_session` makes; prints what the
-# SparkContext's Hadoop configuration holds.
+# Two batches of a rate source into the noop sink in the session `build_session` makes; prints whether the
+# SparkContext draws console progress bars and what its Hadoop configuration holds.
 DRIVER = textwrap.dedent(
     """
     import json, sys
@@ -53,6 +53,7 @@ DRIVER = textwrap.dedent(
         while query.lastProgress is None or query.lastProgress["batchId"] < 1:
             query.awaitTermination(0.2)
         query.stop()
+        print(json.dumps({"console_progress_bar": spark.sparkContext._jsc.sc().progressBar().isDefined()}))
         hadoop = spark.sparkContext._jsc.hadoopConfiguration()
         keys = ("fs.file.impl", "fs.AbstractFileSystem.file.impl")
         print(json.dumps({key: hadoop.get(key) for key in keys}))
@@ -114,7 +115,10 @@ def test_a_jobs_checkpoint_is_written_without_checksum_files_or_child_processes(
         f"spark.driver.extraJavaOptions=-XX:StartFlightRecording=dumponexit=true,filename={recording}",
     )
 
-    hadoop = json.loads(driver.stdout.strip().splitlines()[-1])
+    shown, hadoop = map(json.loads, driver.stdout.strip().splitlines()[-2:])
+    # A driver started from Python runs as pyspark's shell, which draws stage progress bars into the log;
+    # spark-submit in the cluster does not.
+    assert shown == {"console_progress_bar": False}
     assert hadoop == {
         "fs.file.impl": "streamstack.jvm.LocalCheckpointFileSystem",
         "fs.AbstractFileSystem.file.impl": "streamstack.jvm.LocalCheckpointFs",

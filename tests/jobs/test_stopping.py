@@ -59,14 +59,13 @@ def jvm_of(driver: subprocess.Popen[str]) -> int:
     return java[0]
 
 
-@pytest.mark.parametrize("signalled", ["process group", "jvm only"])
-def test_a_stopped_driver_finishes_its_batch_commits_it_and_exits_0(
-    runtimes: Runtimes, tmp_path: Path, signalled: str
-) -> None:
-    checkpoint, marks = tmp_path / "checkpoint", tmp_path / "marks"
-    marks.mkdir()
+def stop_mid_batch(
+    runtimes: Runtimes, arguments: list[str], started: Path, signalled: str = "process group"
+) -> tuple[int, str, str]:
+    """Run a driver script (`python -c` arguments), SIGTERM it half a second after `started` appears, and
+    return its exit code, stdout and stderr."""
     driver = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, str(checkpoint), str(marks), *ARGS],
+        [sys.executable, "-c", *arguments],
         cwd=REPO_ROOT,
         env=driver_environment(runtimes),
         stdout=subprocess.PIPE,
@@ -75,7 +74,7 @@ def test_a_stopped_driver_finishes_its_batch_commits_it_and_exits_0(
         start_new_session=True,
     )
     try:
-        wait_for((marks / "1.started").exists, timeout=120, what="the second batch to start")
+        wait_for(started.exists, timeout=120, what=f"{started.name} to appear")
         time.sleep(0.5)
         if signalled == "process group":
             os.killpg(driver.pid, signal.SIGTERM)
@@ -86,11 +85,84 @@ def test_a_stopped_driver_finishes_its_batch_commits_it_and_exits_0(
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
             driver.wait()
+    return driver.returncode, stdout, stderr
+
+
+@pytest.mark.parametrize("signalled", ["process group", "jvm only"])
+def test_a_stopped_driver_finishes_its_batch_commits_it_and_exits_0(
+    runtimes: Runtimes, tmp_path: Path, signalled: str
+) -> None:
+    checkpoint, marks = tmp_path / "checkpoint", tmp_path / "marks"
+    marks.mkdir()
+    returncode, stdout, stderr = stop_mid_batch(
+        runtimes, [DRIVER, str(checkpoint), str(marks), *ARGS], marks / "1.started", signalled
+    )
 
     assert (marks / "1.done").exists(), "the batch in flight finished"
     last = max(int(name) for name in os.listdir(checkpoint / "offsets") if name.isdigit())
     assert (checkpoint / "commits" / str(last)).exists(), f"batch {last} is planned but not committed"
     assert "terminated with error" not in stderr, stderr[-3000:]
     assert "stopped between batches, 0 cut" in stderr, stderr[-3000:]
-    assert driver.returncode == 0, stderr[-3000:]
+    assert returncode == 0, stderr[-3000:]
     assert stdout.strip().endswith("stopped")
+
+
+# A foreachBatch query of the jobs' own (start_foreach_batch_query) whose batch fails while the driver is
+# stopping: with a Java error (a missing file, read through py4j as the jobs read their offset log), or
+# interrupted in a Java call, as Spark interrupts a batch whose query was marked stopped while it was being
+# planned (MicroBatchExecution.runBatch), and as a batch cut after the grace period is.
+FAILING_DRIVER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from jobs.common.kafka_io import start_foreach_batch_query
+    from jobs.common.offset_log import read_driver_file
+    from jobs.common.session import build_session
+    from jobs.common.stopping import await_queries, stop_between_batches
+    from jobs.sessionization.main import parse_args
+
+    marks, failure = Path(sys.argv[1]), sys.argv[2]
+    config = parse_args(sys.argv[3:]).streaming
+    spark = build_session(config)
+    stop_between_batches(spark)
+
+    def fails_while_stopping(batch, batch_id):
+        if batch_id == 1:
+            (marks / "started").touch()
+            time.sleep(3)
+            if failure == "java error":
+                read_driver_file(spark, str(marks / "missing"))
+            else:
+                spark._jvm.java.lang.Thread.currentThread().interrupt()
+                spark._jvm.java.lang.Thread.sleep(1000)
+
+    rate = spark.readStream.format("rate").option("rowsPerSecond", 5).load()
+    query = start_foreach_batch_query(rate, config, query_name="fails", process=fails_while_stopping)
+    await_queries(spark, [query])
+    print("stopped")
+    """
+)
+
+
+@pytest.mark.parametrize("failure", ["java error", "interruption"])
+def test_a_batch_failing_while_the_driver_stops_is_reported_not_lost(
+    runtimes: Runtimes, tmp_path: Path, failure: str
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    arguments = [*ARGS, "--checkpoint-dir", str(tmp_path / "checkpoints"), "--trigger-interval", "1 second"]
+    returncode, stdout, stderr = stop_mid_batch(
+        runtimes, [FAILING_DRIVER, str(marks), failure, *arguments], marks / "started"
+    )
+
+    assert "StackOverflowError" not in stderr, stderr[-3000:]
+    if failure == "java error":
+        # The query failed in its last batch: Spark says so, with the Java error; the driver exits non-zero.
+        assert "terminated with error" in stderr, stderr[-3000:]
+        assert "java.io.FileNotFoundException" in stderr, stderr[-3000:]
+        assert returncode != 0, stderr[-3000:]
+    else:
+        # Spark reads an interruption while stopping as the stop itself.
+        assert "terminated with error" not in stderr, stderr[-3000:]
+        assert returncode == 0, stderr[-3000:]
+        assert stdout.strip().endswith("stopped")
