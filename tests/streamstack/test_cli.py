@@ -163,6 +163,8 @@ def test_every_job_runs_detached_reports_progress_and_stops_without_leftovers(tm
     for name in expected_jobs:
         log = (workdir / "run" / "logs" / f"{name}.log").read_text()
         assert "terminated with error" not in log, name
+        # A query thread killed by an error Spark did not catch (a StackOverflowError in its stop check).
+        assert 'Exception in thread "stream execution thread' not in log, name
         assert re.search(r"Stopping: \d+ streaming queries stopped between batches", log), name
 
 
