@@ -7,6 +7,7 @@ query name (`query`), never by application or run id, so series survive restarts
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -18,6 +19,7 @@ from typing import Any, ClassVar
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 
@@ -38,6 +40,9 @@ from contracts.shadow_groups import shadow_group
 from jobs.common.config import StreamingJobConfig
 from jobs.common.shadow_group import ShadowGroupCommitter
 
+# Each of the two waits of `ProgressMetrics.detach`; with the stop's 10 s grace (jobs.common.stopping) under
+# the local supervisor's 15 s before SIGKILL.
+DETACH_TIMEOUT_SECONDS = 2.0
 OBSERVED_DEAD_LETTERS = "dead_letters"
 # A CDC-fed query's observed metric: the oldest and newest source commit time (epoch ms) of the records a
 # batch applied, and how many records carried one (jobs.user_view.transforms.observe_source_commits).
@@ -369,6 +374,14 @@ class ShadowGroups:
                 self._committers[query_name] = committer
         committer.submit(offsets)
 
+    def flush(self, timeout_seconds: float) -> bool:
+        """Wait until every committer has committed what it was given, for at most `timeout_seconds` in
+        all; False if one has not (Kafka unreachable: it keeps retrying until the driver exits)."""
+        deadline = time.monotonic() + timeout_seconds
+        with self._lock:
+            committers = list(self._committers.values())
+        return all(committer.flush(max(0.0, deadline - time.monotonic())) for committer in committers)
+
 
 class ProgressListener:
     """Feeds query lifecycle and progress events into a QueryProgressStore and the shadow groups.
@@ -415,9 +428,33 @@ def add_progress_listener(spark: SparkSession, listener: ProgressListener) -> An
     return wrapper
 
 
-def serve_progress_metrics(spark: SparkSession, config: StreamingJobConfig) -> QueryProgressStore:
+@dataclass
+class ProgressMetrics:
+    """The job's progress listener, its store and shadow groups, as `serve_progress_metrics` set them up."""
+
+    store: QueryProgressStore
+    listener: Any
+    shadow_groups: ShadowGroups | None
+
+    def detach(self, spark: SparkSession, timeout_seconds: float = DETACH_TIMEOUT_SECONDS) -> None:
+        """Before the driver exits: let the listener take the events Spark has not delivered yet (the last
+        batches' progress, the queries' termination), remove it, and wait for the shadow groups' last
+        commits. Otherwise Spark delivers those events to a Python process that has gone (an ERROR with a
+        stack trace in the log of most stops) and the shadow groups keep the offsets of an earlier batch
+        while the job is down."""
+        timeout_ms = int(timeout_seconds * 1000)
+        # A listener still busy after the timeout (a TimeoutException) is removed all the same.
+        with contextlib.suppress(Py4JJavaError):
+            spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(timeout_ms)
+        spark._jsparkSession.streams().removeListener(self.listener)
+        if self.shadow_groups is not None:
+            self.shadow_groups.flush(timeout_seconds)
+
+
+def serve_progress_metrics(spark: SparkSession, config: StreamingJobConfig) -> ProgressMetrics:
     """Register the listener (with the job's shadow groups) and serve its metrics on
-    http://<metrics host>:<metrics port>/metrics from a daemon thread. Call before starting queries."""
+    http://<metrics host>:<metrics port>/metrics from a daemon thread. Call before starting queries, and
+    `detach` the result before the driver exits."""
     store = QueryProgressStore()
     registry = CollectorRegistry()
     registry.register(
@@ -435,5 +472,5 @@ def serve_progress_metrics(spark: SparkSession, config: StreamingJobConfig) -> Q
         if config.shadow_group_prefix
         else None
     )
-    add_progress_listener(spark, ProgressListener(store, shadow_groups))
-    return store
+    listener = add_progress_listener(spark, ProgressListener(store, shadow_groups))
+    return ProgressMetrics(store, listener, shadow_groups)

@@ -68,7 +68,7 @@ def run_streaming_job(
         return 2
     spark = build_session(streaming)
     stop_between_batches(spark)
-    serve_progress_metrics(spark, streaming)
+    progress = serve_progress_metrics(spark, streaming)
     queries = start_queries(spark, config)
     try:
         await_queries(spark, queries)
@@ -77,4 +77,6 @@ def run_streaming_job(
         if explanation is not None:
             print(f"{program}: error: {explanation}", file=sys.stderr)
         raise
+    finally:
+        progress.detach(spark)
     return 0

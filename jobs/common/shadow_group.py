@@ -38,6 +38,7 @@ class ShadowGroupCommitter:
         self._client_id = client_id
         self._client_options = dict(client_options or {})
         self._pending: Offsets | None = None
+        self._committing = False
         self._condition = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=f"shadow-group-{group_id}", daemon=True)
         self._thread.start()
@@ -46,7 +47,14 @@ class ShadowGroupCommitter:
         """Queue these end offsets; a newer submission replaces one not yet committed."""
         with self._condition:
             self._pending = offsets
-            self._condition.notify()
+            self._condition.notify_all()
+
+    def flush(self, timeout_seconds: float) -> bool:
+        """Wait until what was submitted is committed; False after `timeout_seconds` if it is not."""
+        with self._condition:
+            return self._condition.wait_for(
+                lambda: self._pending is None and not self._committing, timeout=timeout_seconds
+            )
 
     def _run(self) -> None:
         consumer: KafkaConsumer | None = None
@@ -55,15 +63,18 @@ class ShadowGroupCommitter:
                 while self._pending is None:
                     self._condition.wait()
                 offsets, self._pending = self._pending, None
+                self._committing = True
             if offsets:
                 consumer = self._commit(consumer, offsets)
-                if consumer is None:
+            with self._condition:
+                self._committing = False
+                if offsets and consumer is None and self._pending is None:
                     # Keep the failed offsets unless newer ones arrived meanwhile, and try again: the
                     # query may not report again for a long time, and the group must still catch up.
-                    with self._condition:
-                        if self._pending is None:
-                            self._pending = offsets
-                    time.sleep(self._retry_seconds)
+                    self._pending = offsets
+                self._condition.notify_all()
+            if offsets and consumer is None:
+                time.sleep(self._retry_seconds)
 
     def _commit(self, consumer: KafkaConsumer | None, offsets: Offsets) -> KafkaConsumer | None:
         try:

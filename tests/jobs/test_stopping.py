@@ -4,6 +4,7 @@ Locally the signal reaches the driver's whole process group, Python and JVM; in 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -166,3 +167,66 @@ def test_a_batch_failing_while_the_driver_stops_is_reported_not_lost(
         assert "terminated with error" not in stderr, stderr[-3000:]
         assert returncode == 0, stderr[-3000:]
         assert stdout.strip().endswith("stopped")
+
+
+# The jobs' progress listener (metrics, no shadow groups here) on a query stopped mid-batch, detached before
+# the driver exits as jobs.common.runner does; prints what its store knows and the session's listeners.
+LISTENING_DRIVER = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from jobs.common.kafka_io import start_foreach_batch_query
+    from jobs.common.progress import serve_progress_metrics
+    from jobs.common.session import build_session
+    from jobs.common.stopping import await_queries, stop_between_batches
+    from jobs.sessionization.main import parse_args
+
+    marks = Path(sys.argv[1])
+    config = parse_args(sys.argv[2:]).streaming
+    spark = build_session(config)
+    stop_between_batches(spark)
+    progress = serve_progress_metrics(spark, config)
+
+    def slow(batch, batch_id):
+        if batch_id == 2:
+            (marks / "started").touch()
+            time.sleep(2)
+
+    rate = spark.readStream.format("rate").option("rowsPerSecond", 5).load()
+    query = start_foreach_batch_query(rate, config, query_name="listened", process=slow)
+    await_queries(spark, [query])
+    progress.detach(spark)
+    listeners = spark._jsparkSession.streams().listListeners()
+    state = progress.store.snapshot()["listened"]
+    print(json.dumps({
+        "active": state.active,
+        "last_batch": state.progress.get("batchId"),
+        "listeners": [listener.getClass().getSimpleName() for listener in listeners],
+    }))
+    """
+)
+
+
+def test_a_stopped_driver_hands_its_listener_every_event_and_leaves_none_undelivered(
+    runtimes: Runtimes, tmp_path: Path
+) -> None:
+    """Spark delivers listener events on a thread of its own, after the fact: the driver's Python process
+    must not exit while the last batch's progress and the query's termination are still on their way (they
+    would go to a process that has gone, and Spark logs an ERROR with a stack trace for each)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    arguments = [
+        *ARGS,
+        *("--checkpoint-dir", str(tmp_path / "checkpoints"), "--trigger-interval", "1 second"),
+        *("--metrics-port", "0", "--no-shadow-group"),
+    ]
+    returncode, stdout, stderr = stop_mid_batch(
+        runtimes, [LISTENING_DRIVER, str(marks), *arguments], marks / "started"
+    )
+
+    assert returncode == 0, stderr[-3000:]
+    assert "threw an exception" not in stderr, stderr[-3000:]
+    seen = json.loads(stdout.strip().splitlines()[-1])
+    assert seen["active"] is False, "the listener saw the query terminate"
+    assert seen["last_batch"] == 2, "the listener saw the progress of the batch the stop let finish"
+    assert "PythonStreamingQueryListenerWrapper" not in seen["listeners"]

@@ -165,6 +165,8 @@ def test_every_job_runs_detached_reports_progress_and_stops_without_leftovers(tm
         assert "terminated with error" not in log, name
         # A query thread killed by an error Spark did not catch (a StackOverflowError in its stop check).
         assert 'Exception in thread "stream execution thread' not in log, name
+        # Every listener event delivered before the driver exited (ProgressMetrics.detach).
+        assert "PythonStreamingQueryListenerWrapper threw an exception" not in log, name
         assert re.search(r"Stopping: \d+ streaming queries stopped between batches", log), name
 
 
