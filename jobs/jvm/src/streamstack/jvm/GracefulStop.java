@@ -2,6 +2,8 @@ package streamstack.jvm;
 
 import java.util.concurrent.TimeUnit;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.execution.streaming.checkpointing.HDFSMetadataLog;
+import org.apache.spark.sql.execution.streaming.runtime.StreamExecution;
 import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryWrapper;
 import org.apache.spark.sql.execution.streaming.runtime.TERMINATED$;
 import org.apache.spark.sql.streaming.StreamingQuery;
@@ -9,6 +11,7 @@ import org.apache.spark.sql.streaming.StreamingQueryException;
 import org.apache.spark.util.SignalUtils;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import scala.Option;
 import scala.runtime.AbstractFunction0;
 
 /**
@@ -53,10 +56,13 @@ public final class GracefulStop {
 
   /**
    * Stop every active query of the session after the batch it is running, if any, or when {@code
-   * graceMillis} have passed; returns how many were cut in a batch then. Each query is first marked stopped,
-   * as {@code stop()} does, so that it starts no further batch (one that has only been planned is not run,
-   * and runs at the next start); one that is not in a batch is then stopped at once, and one that is ends
-   * when its batch has been committed. Safe to call concurrently and again.
+   * graceMillis} have passed; returns how many were left with a batch not committed. Each query is first
+   * marked stopped, as {@code stop()} does, so that it starts no further batch; one that is not in a batch
+   * is then stopped at once, and one that is ends when its batch has been committed. Spark itself
+   * interrupts a batch whose query it finds marked stopped once the batch is planned ({@code
+   * MicroBatchExecution.runBatch}), so a stop that lands while a batch is being planned leaves that batch
+   * not committed, as one cut after the grace period is: it runs again at the next start, and the log line
+   * counts it. Safe to call concurrently and again.
    */
   public static synchronized int stopQueries(SparkSession session, long graceMillis) {
     long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(graceMillis);
@@ -69,27 +75,45 @@ public final class GracefulStop {
         stopQuietly(query);
       }
     }
-    int cut = 0;
+    int cutAfterGrace = 0;
     for (StreamingQuery query : queries) {
       long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
       try {
         // Not isActive(): that reads the state just set, not whether the query's thread has ended.
         if (!query.awaitTermination(Math.max(left, 1))) {
-          cut++;
+          cutAfterGrace++;
           stopQuietly(query);
         }
       } catch (StreamingQueryException e) {
         // it failed in its last batch: its own error is logged and raised to the driver
       }
     }
+    int notCommitted = 0;
+    for (StreamingQuery query : queries) {
+      if (query instanceof StreamingQueryWrapper wrapper && hasBatchNotCommitted(wrapper.streamingQuery())) {
+        notCommitted++;
+      }
+    }
     if (queries.length > 0) {
       LOG.warn(
-          "Stopping: {} streaming queries stopped between batches, {} cut in a batch after the {} ms grace",
-          queries.length - cut,
-          cut,
+          "Stopping: {} streaming queries stopped between batches, {} with a batch not committed (it runs"
+              + " again at the next start), {} of them cut after the {} ms grace",
+          queries.length - notCommitted,
+          notCommitted,
+          cutAfterGrace,
           graceMillis);
     }
-    return cut;
+    return notCommitted;
+  }
+
+  /** Its offset log plans a batch its commit log does not have. */
+  static boolean hasBatchNotCommitted(StreamExecution execution) {
+    return latestBatchId(execution.offsetLog()) > latestBatchId(execution.commitLog());
+  }
+
+  private static long latestBatchId(HDFSMetadataLog<?> log) {
+    Option<Object> latest = log.getLatestBatchId();
+    return latest.isDefined() ? (Long) latest.get() : -1L;
   }
 
   private static void stopQuietly(StreamingQuery query) {
