@@ -12,6 +12,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.errors import KafkaError
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamstack.local.kafka import LocalKafka
@@ -181,6 +182,19 @@ def scrape(metrics_url: str) -> dict[str, float]:
             samples[f"{sample.name}{{{labels}}}"] = sample.value
             samples[sample.name] = samples.get(sample.name, 0.0) + sample.value
     return samples
+
+
+def group_offsets(kafka: LocalKafka, group: str) -> dict[int, int]:
+    """A consumer group's committed offset per partition; empty until its first commit has landed (no
+    coordinator for the group before that)."""
+    admin = kafka.admin()
+    try:
+        offsets = admin.list_group_offsets({group: None})[group]
+    except KafkaError:
+        return {}
+    finally:
+        admin.close()
+    return {tp.partition: meta.offset for tp, meta in offsets.items() if isinstance(tp, TopicPartition)}
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.5) -> None:

@@ -19,8 +19,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from kafka import TopicPartition
-from kafka.errors import KafkaError
 from pyspark.sql import SparkSession
 
 from contracts.kafka_security import KafkaSecurity
@@ -37,7 +35,7 @@ from tests.jobs.streaming_helpers import (
     running,
     streaming_config,
 )
-from tests.kafka_helpers import latest_per_key, produce, read_all, read_records, wait_for
+from tests.kafka_helpers import group_offsets, latest_per_key, produce, read_all, read_records, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -130,17 +128,9 @@ def test_shadow_group_commits_log_in_with_the_jobs_credentials(scram_kafka: tupl
     )
     committer.submit({"secured-commits": {"0": 5, "1": 7}})
 
-    def committed() -> dict[int, int]:
-        admin = kafka.admin()
-        try:
-            offsets = admin.list_group_offsets({group: None})[group]
-        except KafkaError:  # no coordinator for the group until its first commit lands
-            return {}
-        finally:
-            admin.close()
-        return {tp.partition: meta.offset for tp, meta in offsets.items() if isinstance(tp, TopicPartition)}
-
-    wait_for(lambda: committed() == {0: 5, 1: 7}, 30, "the shadow group's commits through SCRAM")
+    wait_for(
+        lambda: group_offsets(kafka, group) == {0: 5, 1: 7}, 30, "the shadow group's commits through SCRAM"
+    )
 
 
 def test_a_producer_sends_through_the_scram_listener_and_is_refused_a_wrong_password(

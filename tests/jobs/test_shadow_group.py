@@ -5,20 +5,10 @@ from __future__ import annotations
 
 import time
 
-from kafka import TopicPartition
-
 from jobs.common.progress import ShadowGroups
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.local.ports import free_port
-
-
-def committed(kafka: LocalKafka, group: str) -> dict[int, int]:
-    admin = kafka.admin()
-    try:
-        offsets = admin.list_group_offsets({group: None})[group]
-    finally:
-        admin.close()
-    return {tp.partition: meta.offset for tp, meta in offsets.items() if isinstance(tp, TopicPartition)}
+from tests.kafka_helpers import group_offsets
 
 
 def test_flush_returns_once_the_last_offsets_are_committed(kafka: LocalKafka) -> None:
@@ -28,7 +18,7 @@ def test_flush_returns_once_the_last_offsets_are_committed(kafka: LocalKafka) ->
         groups.submit("query", {"shadow-flush": {"0": 10 * batch, "1": 20 * batch}})
 
     assert groups.flush(30.0)
-    assert committed(kafka, "streamstack-flush-query") == {0: 30, 1: 60}
+    assert group_offsets(kafka, "streamstack-flush-query") == {0: 30, 1: 60}
 
 
 def test_flush_gives_up_after_its_timeout_when_kafka_is_unreachable() -> None:
