@@ -65,7 +65,7 @@ class StreamingJobConfig:
     max_offsets_per_trigger: int | None = None
     accept_data_loss: bool = False
     shuffle_partitions: int = 4
-    fetch_max_wait_ms: int = 10
+    fetch_max_wait_ms: int = 1
     extra_jars: tuple[str, ...] = ()
     spark_conf: dict[str, str] = field(default_factory=dict)
     shadow_group_prefix: str | None = SHADOW_GROUP_PREFIX
@@ -196,8 +196,8 @@ def add_streaming_job_arguments(parser: argparse.ArgumentParser, *, query_name: 
         "--kafka-fetch-max-wait-ms",
         type=int,
         default=StreamingJobConfig.fetch_max_wait_ms,
-        help="how long a fetch of the Kafka source may wait for data; Kafka's default (500) makes every "
-        "micro-batch wait for it, whatever its size (make bench-batch-cost)",
+        help="how long a fetch of the Kafka source may wait for data; every task of a micro-batch waits "
+        "for it once, whatever the batch's size (Kafka's default is 500; make bench-batch-cost)",
     )
     parser.add_argument("--extra-jars", default="", help="comma-separated jars (local mode only)")
     parser.add_argument(

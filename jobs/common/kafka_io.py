@@ -29,9 +29,13 @@ def kafka_options(config: StreamingJobConfig) -> dict[str, str]:
 
 
 def kafka_source_options(config: StreamingJobConfig) -> dict[str, str]:
-    """`kafka_options` plus the source's fetch wait. Its consumers fetch at the end of the log in every
-    micro-batch, and Kafka's default wait (500 ms) then becomes most of a small batch's cost
-    (`make bench-batch-cost`: a few records per batch went from ~1.0 s to ~0.3-0.5 s at 10 ms)."""
+    """`kafka_options` plus the source's fetch wait. After every poll, Kafka's consumer sends the next fetch
+    ahead, at the end of the log in a small batch, where the broker holds it for the whole wait; Spark's
+    reader then asks that broker for the partition's earliest and latest offsets, and the broker answers
+    a connection's requests in order. So every task of every micro-batch waited the fetch wait: Kafka's
+    default 500 ms, then 10 ms a task (`make bench-batch-cost`). 1 ms keeps a fetch that finds nothing
+    from spinning (0 answers at once, and a consumer that polls for records not yet replicated would ask
+    again and again)."""
     return {**kafka_options(config), "kafka.fetch.max.wait.ms": str(config.fetch_max_wait_ms)}
 
 

@@ -23,21 +23,22 @@ walCommit, addBatch and commitOffsets (medians; every phase is in the JSON). The
 used meanwhile (all busy CPU less the JVM, this process and the broker): other work on a shared machine.
 
 Variants (scripts/bench_batch_cost/variants.py): the baseline (the jobs' current settings: 4 shuffle
-partitions, HDFS-backed state store, the Kafka source's fetch wait at 10 ms, checkpoint files without checksum
+partitions, HDFS-backed state store, the Kafka source's fetch wait at 1 ms, checkpoint files without checksum
 files), each lever alone (Kafka's default fetch wait, 500 ms, as the jobs had it before
 `--kafka-fetch-max-wait-ms`; shuffle partitions 1 and 2; RocksDB with changelog checkpointing;
 asyncProgressTrackingEnabled on the stateless query, the only one Spark allows it for; noDataMicroBatches off;
 AQE off; state-store maintenance every 5 s; fewer retained batches only with --only retention; the second
-round's levers, `SECOND_ROUND`, only with --only: checkpoint files with or without checksum files, the UI and
-its listeners, the progress listener, locality wait, Kryo, codegen, the polling delay, the state levers
-combined), the best combination of those that helped, the six queries under the baseline and under the best
-combination, and the baseline again last, to show drift. Levers are the jobs' own flags (`--spark-conf`,
-`--shuffle-partitions`, `--kafka-fetch-max-wait-ms`) but for the writer option, which the jobs have no flag
-for: the stateless query then gets it through the DataFrame handed to `write_kafka_stream`. A lever that
-cannot change a query (no shuffle or state in the stateless one) runs the stateful query only. A setting Spark
-refuses is recorded with Spark's message. The load average is recorded before and after every variant: the
-machine may be shared, so compare a variant with the baselines around it. A FAIR pool per query was measured
-once (benchmarks/batch-cost-2026-11-25*.json) and starved some queries: it is no longer a variant.
+round's levers, `SECOND_ROUND`, only with --only: the jobs' previous fetch wait (10 ms), checkpoint files with
+or without checksum files, the UI and its listeners, the progress listener, locality wait, Kryo, codegen, the
+polling delay, the state levers combined), the best combination of those that helped, the six queries under
+the baseline and under the best combination, and the baseline again last, to show drift. Levers are the jobs'
+own flags (`--spark-conf`, `--shuffle-partitions`, `--kafka-fetch-max-wait-ms`) but for the writer option,
+which the jobs have no flag for: the stateless query then gets it through the DataFrame handed to
+`write_kafka_stream`. A lever that cannot change a query (no shuffle or state in the stateless one) runs the
+stateful query only. A setting Spark refuses is recorded with Spark's message. The load average is recorded
+before and after every variant: the machine may be shared, so compare a variant with the baselines around it.
+A FAIR pool per query was measured once (benchmarks/batch-cost-2026-11-25*.json) and starved some queries: it
+is no longer a variant.
 
 Raw results (machine, versions, settings, every batch's progress, CPU, load) go to
 benchmarks/batch-cost-<date>.json (--out to name another); the tables (markdown) are printed.

@@ -50,19 +50,29 @@ class Bench:
     """The broker and the results so far; each variant gets its own topics, checkpoints and driver JVM."""
 
     def __init__(
-        self, kafka: LocalKafka, workdir: Path, jars: list[str], pace: Pace, jfr_dir: Path | None = None
+        self,
+        kafka: LocalKafka,
+        workdir: Path,
+        jars: list[str],
+        pace: Pace,
+        jfr_dir: Path | None = None,
+        *,
+        event_log_dir: Path | None = None,
     ) -> None:
         self.kafka = kafka
         self.workdir = workdir
         self.jars = jars
         self.pace = pace
         self.jfr_dir = jfr_dir
+        self.event_log_dir = event_log_dir
         self.variants: list[dict[str, Any]] = []
 
     def measure(self, variant: Variant) -> dict[str, Any]:
         index = len(self.variants)
         if self.jfr_dir is not None:
             variant = with_flight_recording(variant, self.jfr_dir / f"{index:02d}-{variant.name}.jfr")
+        if self.event_log_dir is not None:
+            variant = with_event_log(variant, self.event_log_dir / f"{index:02d}-{variant.name}")
         log(f"variant {index + 1} {variant.name}: {variant.settings}")
         result: dict[str, Any] = {
             "variant": variant.name,
@@ -178,6 +188,21 @@ def with_flight_recording(variant: Variant, recording: Path) -> Variant:
     )
 
 
+def with_event_log(variant: Variant, folder: Path) -> Variant:
+    """`variant` with Spark's event log written uncompressed to `folder` (made here: Spark wants it to exist);
+    read it with `python -m scripts.bench_batch_cost.event_log <folder>`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return dataclasses.replace(
+        variant,
+        spark_conf={
+            **variant.spark_conf,
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": folder.resolve().as_uri(),
+            "spark.eventLog.compress": "false",
+        },
+    )
+
+
 def _others_cores(result: dict[str, Any]) -> float | None:
     """The most cores the rest of the machine used during one of the variant's runs."""
     others = [run["cores"]["others"] for run in result["runs"].values() if "cores" in run]
@@ -262,6 +287,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="a folder for a JDK Flight Recording of each variant's driver JVM (<n>-<variant>.jfr)",
     )
+    parser.add_argument(
+        "--event-log",
+        type=Path,
+        default=None,
+        help="a folder for Spark's event log of each variant's driver (<n>-<variant>/), read by "
+        "`python -m scripts.bench_batch_cost.event_log`",
+    )
     args = parser.parse_args(argv)
     if args.warmup < 1 or args.batches < 2 or args.records < 1 or args.trigger_seconds <= 0:
         parser.error("need --warmup >= 1, --batches >= 2, --records >= 1 and --trigger-seconds > 0")
@@ -295,7 +327,14 @@ def main(argv: list[str] | None = None) -> int:
         jfr_dir = args.jfr.resolve() if args.jfr else None
         if jfr_dir is not None:
             jfr_dir.mkdir(parents=True, exist_ok=True)
-        bench = Bench(kafka, workdir, [str(jar) for jar in runtimes.spark_kafka_jars], pace, jfr_dir)
+        bench = Bench(
+            kafka,
+            workdir,
+            [str(jar) for jar in runtimes.spark_kafka_jars],
+            pace,
+            jfr_dir,
+            event_log_dir=args.event_log.resolve() if args.event_log else None,
+        )
         try:
             result["plan"] = run_plan(bench, only)
         finally:

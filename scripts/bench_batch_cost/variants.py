@@ -16,7 +16,10 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 ASYNC_PROGRESS = {"asyncProgressTrackingEnabled": "true"}
 JOBS_SHUFFLE_PARTITIONS = StreamingJobConfig.shuffle_partitions
 JOBS_FETCH_MAX_WAIT_MS = StreamingJobConfig.fetch_max_wait_ms
-KAFKA_DEFAULT_FETCH_MAX_WAIT_MS = 500  # the Kafka consumer's fetch.max.wait.ms: the jobs' wait until today
+KAFKA_DEFAULT_FETCH_MAX_WAIT_MS = (
+    500  # the Kafka consumer's fetch.max.wait.ms: the jobs' wait until 2026-11-25
+)
+FETCH_WAIT_10_MS = 10  # the jobs' wait from 2026-11-25 to 2026-11-28
 
 # A lever counts as helping when it lowers the median triggerExecution by at least this much, relative and
 # absolute: smaller differences are within the drift between two runs of the same settings on this machine.
@@ -144,6 +147,14 @@ CHECKSUM_LOCAL_FS = {
 
 # Levers of the second round (issue 16's list after the fetch wait): run them with --only.
 SECOND_ROUND = (
+    Variant(
+        "fetch-wait-10",
+        "fetch-wait",
+        f"the Kafka source's fetch wait {FETCH_WAIT_10_MS} ms, the jobs' from 2026-11-25 to 2026-11-28: each "
+        "task waits it once, when Spark's reader asks for the partition's offsets behind the consumer's "
+        "fetch ahead",
+        fetch_max_wait_ms=FETCH_WAIT_10_MS,
+    ),
     Variant(
         "checksum-fs",
         "checkpoint-fs",

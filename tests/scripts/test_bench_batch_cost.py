@@ -4,14 +4,18 @@ are produced; from synthetic progress and stand-ins, no Spark."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
 from jobs.common.config import StreamingJobConfig
+from scripts.bench_batch_cost.event_log import batches as event_log_batches
+from scripts.bench_batch_cost.event_log import read_events
+from scripts.bench_batch_cost.event_log import report as event_log_report
 from scripts.bench_batch_cost.jfr import aggregate, report, thread_group
-from scripts.bench_batch_cost.main import Bench, run_plan, with_flight_recording
+from scripts.bench_batch_cost.main import Bench, run_plan, with_event_log, with_flight_recording
 from scripts.bench_batch_cost.report import (
     MultiRow,
     Outcome,
@@ -139,13 +143,13 @@ def test_best_combination_takes_what_helped_per_lever() -> None:
         "stateless asyncProgressTrackingEnabled=true"
     )
 
-    # Kafka's default fetch wait no longer helps: the combination keeps the jobs' 10 ms.
+    # Kafka's default fetch wait no longer helps: the combination keeps the jobs' 1 ms.
     [default_wait] = [variant for variant in SINGLE_LEVERS if variant.lever == "fetch-wait"]
     kept, kept_taken = best_combination(
         [default_wait], {BASELINE.name: (300.0, 400.0), default_wait.name: (900.0, 1000.0)}
     )
     assert kept_taken == []
-    assert kept.fetch_max_wait_ms == 10
+    assert kept.fetch_max_wait_ms == 1
 
     nothing, none_taken = best_combination([aqe], {BASELINE.name: (300.0, 400.0), "aqe-off": (None, 395.0)})
     assert none_taken == []
@@ -205,14 +209,20 @@ def test_records_arrive_mid_interval() -> None:
 
 
 def test_the_baseline_is_the_jobs_settings_and_the_lever_their_old_fetch_wait() -> None:
-    assert (BASELINE.shuffle_partitions, BASELINE.fetch_max_wait_ms) == (4, 10)
-    assert StreamingJobConfig.fetch_max_wait_ms == 10
+    assert (BASELINE.shuffle_partitions, BASELINE.fetch_max_wait_ms) == (4, 1)
+    assert StreamingJobConfig.fetch_max_wait_ms == 1
     assert BASELINE.settings == "the jobs' current settings"
     levers = {variant.name: variant for variant in SINGLE_LEVERS}
     default_wait = levers["kafka-default-fetch-wait"]
     assert default_wait.fetch_max_wait_ms == 500
     assert default_wait.runs == (STATELESS, STATEFUL)
     assert default_wait.settings == "--kafka-fetch-max-wait-ms 500"
+    ten = {variant.name: variant for variant in EXTRA_LEVERS}["fetch-wait-10"]
+    assert (ten.fetch_max_wait_ms, ten.runs, ten.settings) == (
+        10,
+        (STATELESS, STATEFUL),
+        "--kafka-fetch-max-wait-ms 10",
+    )
     # Spark refuses async progress tracking for a stateful query: the lever runs the stateless one only.
     assert levers["async-progress"].runs == (STATELESS,)
     assert all(not variant.stateless_options or variant.runs == (STATELESS,) for variant in SINGLE_LEVERS)
@@ -290,7 +300,7 @@ def test_the_plan() -> None:
     ]
     assert plan["best_takes"] == ["shuffle-2"]
     six_best = shuffle_helps.measured[-2]
-    assert (six_best.runs, six_best.shuffle_partitions, six_best.fetch_max_wait_ms) == ((SIX,), 2, 10)
+    assert (six_best.runs, six_best.shuffle_partitions, six_best.fetch_max_wait_ms) == ((SIX,), 2, 1)
     assert shuffle_helps.measured[-1].settings == "the jobs' current settings"
 
     nothing_helps = FakeBench({"baseline": (300.0, 400.0), "kafka-default-fetch-wait": (900.0, 1000.0)})
@@ -399,3 +409,71 @@ def test_flight_recording_time_per_thread_group() -> None:
     assert worker.samples == 1
     text = report(groups, batches=2)
     assert "CPU 15; waits JavaMonitorWait 25, ThreadPark 125" in text
+
+
+def _job_start(job: int, stages: list[int], at: int, description: str | None) -> dict[str, Any]:
+    properties = {"spark.job.description": description} if description else {}
+    return {
+        "Event": "SparkListenerJobStart",
+        "Job ID": job,
+        "Submission Time": at,
+        "Stage IDs": stages,
+        "Properties": properties,
+    }
+
+
+def _task_end(stage: int, launched: int, run: int, cpu_ms: int, records: int) -> dict[str, Any]:
+    return {
+        "Event": "SparkListenerTaskEnd",
+        "Stage ID": stage,
+        "Task Info": {"Launch Time": launched},
+        "Task Metrics": {
+            "Executor Run Time": run,
+            "Executor CPU Time": cpu_ms * 1_000_000,
+            "Executor Deserialize Time": 2,
+            "Input Metrics": {"Records Read": records},
+        },
+    }
+
+
+def test_an_event_log_gives_each_batchs_jobs_and_task_waits(tmp_path: Path) -> None:
+    recorded = with_event_log(BASELINE, tmp_path / "00-baseline")
+    assert recorded.spark_conf == {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": (tmp_path / "00-baseline").as_uri(),
+        "spark.eventLog.compress": "false",
+    }
+    assert (tmp_path / "00-baseline").is_dir()  # Spark refuses an event log folder that does not exist
+
+    def description(batch: int) -> str:
+        return f"decoded-views\nid = 62be\nrunId = 14ad\nbatch = {batch}"
+
+    first = [
+        _job_start(0, [0], 1_000, description(0)),
+        _task_end(0, 1_005, 20, 5, 2),
+        _task_end(0, 1_007, 30, 6, 3),
+        {"Event": "SparkListenerJobEnd", "Job ID": 0, "Completion Time": 1_040},
+        _job_start(1, [1], 1_050, None),  # not a streaming batch's job: left out
+        _task_end(1, 1_051, 500, 500, 9),
+        {"Event": "SparkListenerJobEnd", "Job ID": 1, "Completion Time": 1_600},
+    ]
+    second = [
+        _job_start(2, [2], 3_000, description(1)),
+        _task_end(2, 3_010, 40, 10, 0),  # no records read: not a data batch
+        {"Event": "SparkListenerJobEnd", "Job ID": 2, "Completion Time": 3_050},
+    ]
+    folder = tmp_path / "00-baseline" / "eventlog_v2_local-1"
+    folder.mkdir()
+    (folder / "events_2_local-1").write_text(
+        "\n".join(json.dumps(event) for event in second) + '\n{"Event": "Sp'
+    )
+    (folder / "events_1_local-1").write_text("\n".join(json.dumps(event) for event in first) + "\n")
+
+    measured = event_log_batches(read_events(tmp_path / "00-baseline"))
+
+    assert [(batch.query, batch.batch) for batch in measured] == [("decoded-views", 0), ("decoded-views", 1)]
+    data = measured[0]
+    assert (data.jobs_ms, data.to_first_task_ms, data.tasks, data.records_read) == (40, 5, 2, 5)
+    assert (data.run_ms, data.cpu_ms, data.waiting_ms, data.deserialize_ms) == (50, 11, 39, 4)
+    table = event_log_report(measured, last=20).splitlines()
+    assert table[2] == "| decoded-views | 1 | 40.0 | 5.0 | 2.0 | 50.0 | 11.0 | 39.0 | 4.0 |"
