@@ -17,7 +17,7 @@ import json
 import re
 import statistics
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +31,14 @@ def event_files(path: Path) -> list[Path]:
     event log writes one folder per application)."""
     if path.is_file():
         return [path]
-    files = [file for file in path.rglob("events_*") if _EVENTS_FILE.match(file.name)]
-    if not files:
+    numbered = [
+        (int(matched.group(1)), file)
+        for file in path.rglob("events_*")
+        if (matched := _EVENTS_FILE.match(file.name))
+    ]
+    if not numbered:
         raise FileNotFoundError(f"no Spark event log (events_*) under {path}")
-    return sorted(files, key=lambda file: int(_EVENTS_FILE.match(file.name).group(1)))  # type: ignore[union-attr]
+    return [file for _number, file in sorted(numbered)]
 
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:
@@ -62,7 +66,6 @@ class BatchJobs:
     run_ms: float = 0.0
     cpu_ms: float = 0.0
     deserialize_ms: float = 0.0
-    _job_ids: list[int] = field(default_factory=list, repr=False)
 
     @property
     def waiting_ms(self) -> float:

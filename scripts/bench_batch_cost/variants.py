@@ -16,9 +16,8 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 ASYNC_PROGRESS = {"asyncProgressTrackingEnabled": "true"}
 JOBS_SHUFFLE_PARTITIONS = StreamingJobConfig.shuffle_partitions
 JOBS_FETCH_MAX_WAIT_MS = StreamingJobConfig.fetch_max_wait_ms
-KAFKA_DEFAULT_FETCH_MAX_WAIT_MS = (
-    500  # the Kafka consumer's fetch.max.wait.ms: the jobs' wait until 2026-11-25
-)
+# The Kafka consumer's default fetch.max.wait.ms, the jobs' wait until 2026-11-25.
+KAFKA_DEFAULT_FETCH_MAX_WAIT_MS = 500
 FETCH_WAIT_10_MS = 10  # the jobs' wait from 2026-11-25 to 2026-11-28
 
 # A lever counts as helping when it lowers the median triggerExecution by at least this much, relative and
