@@ -51,9 +51,15 @@ TABLE_STATE_SETTINGS = {
 }
 
 
+# Stops the state stores' maintenance before the driver's RPC environment goes (jobs/jvm StateStoreDrain),
+# on the driver and every executor; loaded from the JVM's own classpath on both sides, like the filesystem.
+STATE_STORE_DRAIN_PLUGIN = "streamstack.jvm.StateStoreDrain"
+
+
 def session_conf(config: StreamingJobConfig) -> dict[str, str]:
     """Every Spark setting `build_session` gives the session besides the master and the app name: the jobs'
-    own, then the job's `--spark-conf` settings, which override them."""
+    own, then the job's `--spark-conf` settings, which override them, except that plugins a job names run
+    beside the jobs' own."""
     conf = {
         "spark.sql.session.timeZone": "UTC",
         # A driver started from Python (locally) runs as pyspark's shell, where Spark draws stage progress
@@ -67,7 +73,10 @@ def session_conf(config: StreamingJobConfig) -> dict[str, str]:
         conf["spark.jars"] = ",".join(jars)
     if own := jvm_jars():
         conf["spark.driver.extraClassPath"] = conf["spark.executor.extraClassPath"] = ":".join(own)
-    return conf | dict(config.spark_conf)
+    conf = conf | dict(config.spark_conf)
+    named = [plugin.strip() for plugin in conf.get("spark.plugins", "").split(",") if plugin.strip()]
+    conf["spark.plugins"] = ",".join(dict.fromkeys([STATE_STORE_DRAIN_PLUGIN, *named]))
+    return conf
 
 
 def jvm_jars() -> tuple[str, ...]:

@@ -3,7 +3,9 @@
 Catalyst expression, `DecodeExpression` (registered per session in its function registry); and the tables
 that jobs keep as state (`flatMapGroupsWithState`): `ProfileTable`, user-enrichment's users table
 (jobs.jvm.profile_table), and `UserViewTables`, user-view's orders and users (jobs.jvm.user_view_tables).
-jobs.jvm.gateway hands them their DataFrames.
+jobs.jvm.gateway hands them their DataFrames. Beside them, what every driver starts and stops with: the
+checkpoint filesystem and the `StateStoreDrain` plugin (jobs.common.session), and `GracefulStop`
+(jobs.common.stopping).
 
 The jar is built from `src/` against pyspark's own jars (`python -m jobs.jvm.build`, run by `make setup`),
 into the local cache for local runs and tests, and into Spark's jars folder in the jobs image. Both places

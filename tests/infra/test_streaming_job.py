@@ -20,7 +20,7 @@ from infra.components.streaming_job import StreamingJob, StreamingJobArgs
 from infra.config import ConfigError, JobConfig, StackConfig
 from infra.kafka_access import KafkaClient
 from infra.network import Peers
-from jobs.common.session import CHECKPOINT_FS_CONF, session_conf
+from jobs.common.session import CHECKPOINT_FS_CONF, STATE_STORE_DRAIN_PLUGIN, session_conf
 from streamstack.paths import REPO_ROOT
 from tests.infra.conftest import Objects, Stack, build, load_config
 
@@ -304,3 +304,6 @@ def test_the_cluster_driver_writes_its_checkpoint_without_checksum_files(
         assert filesystem == "streamstack.jvm.LocalCheckpointFileSystem"
         assert streaming.checkpoint_dir.startswith("/checkpoints")
         assert not CHECKPOINT_FS_CONF.keys() & conf(application).keys()
+        # The plugin that drains the state stores at a stop, which the SparkApplication does not replace.
+        assert session_conf(streaming)["spark.plugins"] == STATE_STORE_DRAIN_PLUGIN
+        assert "spark.plugins" not in conf(application)

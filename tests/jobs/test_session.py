@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.common.session import CHECKPOINT_FS_CONF, session_conf
+from jobs.common.session import CHECKPOINT_FS_CONF, STATE_STORE_DRAIN_PLUGIN, session_conf
 from jobs.sessionization.main import parse_args
 from streamstack.paths import REPO_ROOT
 from streamstack.runtimes import Runtimes
@@ -98,6 +98,12 @@ def test_the_jobs_settings_come_first_and_the_command_line_overrides_them() -> N
     checksummed = "spark.hadoop.fs.file.impl=org.apache.hadoop.fs.LocalFileSystem"
     overridden = session_conf(parse_args([*ARGS, "--spark-conf", checksummed]).streaming)
     assert overridden["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.LocalFileSystem"
+
+    # Plugins a job names run beside the jobs' own, which still drains the state stores at a stop.
+    assert default["spark.plugins"] == STATE_STORE_DRAIN_PLUGIN
+    plugins = f"spark.plugins=com.example.Profiler, {STATE_STORE_DRAIN_PLUGIN}"
+    named = session_conf(parse_args([*ARGS, "--spark-conf", plugins]).streaming)
+    assert named["spark.plugins"] == f"{STATE_STORE_DRAIN_PLUGIN},com.example.Profiler"
 
 
 def test_a_jobs_checkpoint_is_written_without_checksum_files_or_child_processes(
@@ -188,12 +194,14 @@ TABLE_STATE_DRIVER = textwrap.dedent(
         second_from = len(totals)
         second = run(lambda: len(totals) > second_from)
         batch_id, after = totals[second_from]
-        print(json.dumps({
-            "snapshots": files, "first_rows": sum(first.values()), "before": before,
-            "after": after, "after_rows": second[batch_id],
-        }))
     finally:
         spark.stop()
+    threads = spark._jvm.java.lang.Thread.getAllStackTraces().keySet().toArray()
+    print(json.dumps({
+        "snapshots": files, "first_rows": sum(first.values()), "before": before,
+        "after": after, "after_rows": second[batch_id],
+        "maintenance_threads": sorted(t.getName() for t in threads if "maintenance" in t.getName()),
+    }))
     """
 )
 
@@ -215,6 +223,9 @@ def test_a_table_querys_state_is_snapshotted_and_restored(runtimes: Runtimes, tm
     assert "snapshot maintenance" not in driver.stderr, driver.stderr[-3000:]
 
     result = json.loads(driver.stdout.strip().splitlines()[-1])
+    # Drained when the SparkContext stopped, before its RPC environment: a snapshot upload still running
+    # then reports to the stopped state store coordinator and logs an error (at a job's every stop).
+    assert result["maintenance_threads"] == []
     assert result["snapshots"], "a snapshot of the state store beside its changelogs"
     # The restarted query's first batch counts on from the state the first run left.
     assert result["before"] == result["first_rows"] > 0

@@ -68,3 +68,12 @@ def test_rehearse_two_jobs_whose_executors_keep_state(tmp_path: Path) -> None:
         )
     assert reports["user-view"]["lag_seconds"] is not None
     assert _processes_under(work_dir) == []
+
+    # Every executor that kept state runs the plugin that stops its state stores when it is stopped (jobs/jvm
+    # StateStoreDrain): the driver's Spark settings and the executor's classpath bring it. Whether a drain
+    # ends before the worker's SIGTERM ends the executor is a race, as in a pod, so only its start is certain.
+    executor_logs = [log.read_text() for log in (work_dir / "spark" / "worker").glob("app-*/*/stderr")]
+    keeping_state = [text for text in executor_logs if "State Store maintenance task started" in text]
+    assert keeping_state, f"{len(executor_logs)} executor logs, none with a state store"
+    plugin = "Initialized executor component for plugin streamstack.jvm.StateStoreDrain"
+    assert all(plugin in text for text in keeping_state)
