@@ -110,10 +110,93 @@ def test_a_stopped_driver_finishes_its_batch_commits_it_and_exits_0(
     assert stdout.strip().endswith("stopped")
 
 
+# A query whose every batch spends 2 s being planned (its source's latestOffset, as a Kafka source asking slow
+# brokers for their offsets), 3 s apart; its source leaves a file when a planning starts.
+SLOW_PLANNING_DRIVER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from jobs.common.session import build_session
+    from jobs.common.stopping import await_queries, stop_between_batches
+    from jobs.sessionization.main import parse_args
+
+    checkpoint, marks = Path(sys.argv[1]), sys.argv[2]
+    spark = build_session(parse_args(sys.argv[3:]).streaming)
+    stop_between_batches(spark)
+
+    class SlowPlanning(DataSource):
+        @classmethod
+        def name(cls):
+            return "slow_planning"
+
+        def schema(self):
+            return "value long"
+
+        def streamReader(self, schema):
+            return SlowPlanningReader(Path(self.options["marks"]))
+
+    class SlowPlanningReader(DataSourceStreamReader):
+        def __init__(self, marks):
+            self.marks, self.plannings = marks, 0
+
+        def initialOffset(self):
+            return {"at": 0}
+
+        def latestOffset(self):
+            self.plannings += 1
+            (self.marks / f"planning-{self.plannings}").touch()
+            time.sleep(2)
+            return {"at": self.plannings}
+
+        def partitions(self, start, end):
+            return [InputPartition(end["at"])]
+
+        def read(self, partition):
+            yield (partition.value,)
+
+    spark.dataSource.register(SlowPlanning)
+    query = (
+        spark.readStream.format("slow_planning").option("marks", marks).load()
+        .writeStream.format("noop").option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="3 seconds").start()
+    )
+    await_queries(spark, [query])
+    print("stopped")
+    """
+)
+
+
+def test_a_driver_stopped_while_a_batch_is_planned_commits_that_batch(
+    runtimes: Runtimes, tmp_path: Path
+) -> None:
+    """Spark cuts a batch whose query it finds stopped once the batch is planned (MicroBatchExecution.runBatch
+    interrupts its own thread), so the stop waits for the batch to end before it stops the query."""
+    checkpoint, marks = tmp_path / "checkpoint", tmp_path / "marks"
+    marks.mkdir()
+    returncode, stdout, stderr = stop_mid_batch(
+        runtimes,
+        [SLOW_PLANNING_DRIVER, str(checkpoint), str(marks), *ARGS],
+        marks / "planning-3",
+        # as in the cluster: the source's Python worker, in the driver's process group, stays up
+        signalled="jvm only",
+    )
+
+    last = max(int(name) for name in os.listdir(checkpoint / "offsets") if name.isdigit())
+    assert (checkpoint / "commits" / str(last)).exists(), f"batch {last} is planned but not committed"
+    assert "1 streaming queries stopped between batches, 0 with a batch not committed" in stderr, stderr[
+        -3000:
+    ]
+    assert "ERROR" not in stderr, stderr[-3000:]
+    assert returncode == 0, stderr[-3000:]
+    assert stdout.strip().endswith("stopped")
+
+
 # A foreachBatch query of the jobs' own (start_foreach_batch_query) whose batch fails while the driver is
 # stopping: with a Java error (a missing file, read through py4j as the jobs read their offset log), or
 # interrupted in a Java call, as Spark interrupts a batch whose query was marked stopped while it was being
-# planned (MicroBatchExecution.runBatch), and as a batch cut after the grace period is.
+# planned (MicroBatchExecution.runBatch; the stop marks a query still in a batch after half its grace), and
+# as a batch cut after the grace period is.
 FAILING_DRIVER = textwrap.dedent(
     """
     import sys, time
@@ -132,7 +215,8 @@ FAILING_DRIVER = textwrap.dedent(
     def fails_while_stopping(batch, batch_id):
         if batch_id == 1:
             (marks / "started").touch()
-            time.sleep(3)
+            # past half the stop's grace period, when it marks a query still in its batch stopped
+            time.sleep(6)
             if failure == "java error":
                 read_driver_file(spark, str(marks / "missing"))
             else:
@@ -231,5 +315,8 @@ def test_a_stopped_driver_hands_its_listener_every_event_and_leaves_none_undeliv
     assert "threw an exception" not in stderr, stderr[-3000:]
     seen = json.loads(stdout.strip().splitlines()[-1])
     assert seen["active"] is False, "the listener saw the query terminate"
-    assert seen["last_batch"] == 2, "the listener saw the progress of the batch the stop let finish"
+    # The stop waited for the query's first pause: batch 2 overran its trigger, so batch 3 ran right after it.
+    commits = tmp_path / "checkpoints" / "listened" / "commits"
+    last_committed = max(int(name) for name in os.listdir(commits) if name.isdigit())
+    assert seen["last_batch"] == last_committed >= 2, "the listener saw the progress of the last batch"
     assert "PythonStreamingQueryListenerWrapper" not in seen["listeners"]

@@ -1,5 +1,8 @@
 package streamstack.jvm;
 
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.execution.streaming.checkpointing.HDFSMetadataLog;
@@ -19,15 +22,17 @@ import scala.runtime.AbstractFunction0;
  * the local supervisor, Ctrl-C), instead of killed in the middle of one by the JVM's shutdown (the
  * executor's and the SparkContext's shutdown hooks). Structured Streaming has no such setting ({@code
  * spark.streaming.stopGracefullyOnShutdown} is the DStream API's), and {@code StreamingQuery.stop()} cuts
- * the running batch. Each query ends after its running
- * batch, or is stopped when the grace period is over: a batch cut then is not committed and runs again at the
- * next start, as after a crash. Runs in the JVM, which the kubelet signals in the cluster (the Python driver
+ * the running batch. Each query ends at its first pause between batches, or after the batch it is in when
+ * half the grace period has passed, or is stopped when the grace period is over: a batch cut then is not
+ * committed and runs again at the next start, as after a crash. Runs in the JVM, which the kubelet signals in the cluster (the Python driver
  * is its child there), from a SIGTERM handler; the Python driver calls {@link #stopQueries} itself when it
  * is signalled locally.
  */
 public final class GracefulStop {
 
   private static final Logger LOG = LoggerFactory.getLogger(GracefulStop.class);
+  // How often a query in a batch is looked at again: well under a batch's few seconds.
+  private static final long POLL_MILLIS = 10;
   private static boolean installed;
 
   private GracefulStop() {}
@@ -55,22 +60,36 @@ public final class GracefulStop {
   }
 
   /**
-   * Stop every active query of the session after the batch it is running, if any, or when {@code
-   * graceMillis} have passed; returns how many were left with a batch not committed. Each query is first
-   * marked stopped, as {@code stop()} does, so that it starts no further batch; one that is not in a batch
-   * is then stopped at once, and one that is ends when its batch has been committed. Spark itself
-   * interrupts a batch whose query it finds marked stopped once the batch is planned ({@code
-   * MicroBatchExecution.runBatch}), so a stop that lands while a batch is being planned leaves that batch
-   * not committed, as one cut after the grace period is: it runs again at the next start, and the log line
-   * counts it. Safe to call concurrently and again.
+   * Stop every active query of the session between batches, or when {@code graceMillis} have passed; returns
+   * how many were left with a batch not committed. A query that is not in a batch is stopped at once, and one
+   * that is, as soon as that batch has ended: it is not marked stopped while its batch is still being planned,
+   * because Spark interrupts a batch whose query it finds marked stopped once the batch is planned ({@code
+   * MicroBatchExecution.runBatch}), and that batch would then run again at the next start. A query still in a
+   * batch after half the grace period (one batch after another, with no pause between) is marked stopped, as
+   * {@code stop()} does, so that it starts no further batch and ends when its batch is committed (unless the
+   * mark lands while that batch is planned); one still in it when the grace period is over is stopped there.
+   * The log line counts what was not committed. Safe to call concurrently and again.
    */
   public static synchronized int stopQueries(SparkSession session, long graceMillis) {
-    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(graceMillis);
+    long start = System.nanoTime();
+    long deadline = start + TimeUnit.MILLISECONDS.toNanos(graceMillis);
+    long markBy = start + TimeUnit.MILLISECONDS.toNanos(graceMillis / 2);
     StreamingQuery[] queries = session.streams().active();
-    for (StreamingQuery query : queries) {
-      if (query instanceof StreamingQueryWrapper wrapper) {
-        wrapper.streamingQuery().state().set(TERMINATED$.MODULE$);
+    List<StreamingQuery> inBatch = new ArrayList<>(Arrays.asList(queries));
+    while (true) {
+      inBatch.removeIf(GracefulStop::stopIfBetweenBatches);
+      if (inBatch.isEmpty() || System.nanoTime() >= markBy) {
+        break;
       }
+      try {
+        Thread.sleep(POLL_MILLIS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
+    }
+    for (StreamingQuery query : inBatch) {
+      markStopped(query);
       if (!query.status().isTriggerActive()) {
         stopQuietly(query);
       }
@@ -104,6 +123,31 @@ public final class GracefulStop {
           graceMillis);
     }
     return notCommitted;
+  }
+
+  /**
+   * Whether the query is done with: stopped now because it is between batches, or ended already. Marked
+   * stopped first, so that no batch starts after the check; one that started just before the mark is awaited
+   * with the others.
+   */
+  private static boolean stopIfBetweenBatches(StreamingQuery query) {
+    if (!query.isActive()) {
+      return true;
+    }
+    if (query.status().isTriggerActive()) {
+      return false;
+    }
+    markStopped(query);
+    if (!query.status().isTriggerActive()) {
+      stopQuietly(query);
+    }
+    return true;
+  }
+
+  private static void markStopped(StreamingQuery query) {
+    if (query instanceof StreamingQueryWrapper wrapper) {
+      wrapper.streamingQuery().state().set(TERMINATED$.MODULE$);
+    }
   }
 
   /** Its offset log plans a batch its commit log does not have. */
