@@ -111,7 +111,8 @@ def test_a_stopped_driver_finishes_its_batch_commits_it_and_exits_0(
 
 
 # A query whose every batch spends 2 s being planned (its source's latestOffset, as a Kafka source asking slow
-# brokers for their offsets), 3 s apart; its source leaves a file when a planning starts.
+# brokers for their offsets), 6 s apart (so that it pauses between batches even on a loaded machine); its
+# source leaves a file when a planning starts.
 SLOW_PLANNING_DRIVER = textwrap.dedent(
     """
     import sys, time
@@ -159,7 +160,7 @@ SLOW_PLANNING_DRIVER = textwrap.dedent(
     query = (
         spark.readStream.format("slow_planning").option("marks", marks).load()
         .writeStream.format("noop").option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="3 seconds").start()
+        .trigger(processingTime="6 seconds").start()
     )
     await_queries(spark, [query])
     print("stopped")
