@@ -4,9 +4,9 @@ While a query is being stopped, Spark reads the message of an exception raised b
 function (`StreamExecution.isInterruptionException`) with a regex that recurses once per character after
 "Py4JJavaError: An error occurred while calling", looking for an interruption. Our stop marks a query
 still in its batch after half its grace period stopped (jobs/jvm GracefulStop), so a batch failing then hands
-Spark the Java
-stack trace a Py4JJavaError carries: 1,500-2,000 characters overflow a driver thread's stack (measured), the
-thread dies of a StackOverflowError, and the query looks stopped with its error lost (the driver exits 0).
+Spark the Java stack trace a Py4JJavaError carries: 1,500-2,000 characters overflow a driver thread's stack
+(measured), the thread dies of a StackOverflowError, and the query looks stopped with its error lost (the
+driver exits 0).
 So an interruption is told in a few words that Spark still recognises as the stop, and any other failure
 keeps its whole traceback, Java's included, without the words Spark's regex starts from.
 """

@@ -24,9 +24,9 @@ import scala.runtime.AbstractFunction0;
  * spark.streaming.stopGracefullyOnShutdown} is the DStream API's), and {@code StreamingQuery.stop()} cuts
  * the running batch. Each query ends at its first pause between batches, or after the batch it is in when
  * half the grace period has passed, or is stopped when the grace period is over: a batch cut then is not
- * committed and runs again at the next start, as after a crash. Runs in the JVM, which the kubelet signals in the cluster (the Python driver
- * is its child there), from a SIGTERM handler; the Python driver calls {@link #stopQueries} itself when it
- * is signalled locally.
+ * committed and runs again at the next start, as after a crash. Runs in the JVM, which the kubelet signals
+ * in the cluster (the Python driver is its child there), from a SIGTERM handler; the Python driver calls
+ * {@link #stopQueries} itself when it is signalled locally.
  */
 public final class GracefulStop {
 
@@ -88,12 +88,7 @@ public final class GracefulStop {
         break;
       }
     }
-    for (StreamingQuery query : inBatch) {
-      markStopped(query);
-      if (!query.status().isTriggerActive()) {
-        stopQuietly(query);
-      }
-    }
+    inBatch.forEach(GracefulStop::markStoppedAndStopIfIdle);
     int cutAfterGrace = 0;
     for (StreamingQuery query : queries) {
       long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
@@ -137,16 +132,17 @@ public final class GracefulStop {
     if (query.status().isTriggerActive()) {
       return false;
     }
-    markStopped(query);
-    if (!query.status().isTriggerActive()) {
-      stopQuietly(query);
-    }
+    markStoppedAndStopIfIdle(query);
     return true;
   }
 
-  private static void markStopped(StreamingQuery query) {
+  /** Marked stopped, as {@code stop()} does, so that it starts no further batch; stopped now if idle. */
+  private static void markStoppedAndStopIfIdle(StreamingQuery query) {
     if (query instanceof StreamingQueryWrapper wrapper) {
       wrapper.streamingQuery().state().set(TERMINATED$.MODULE$);
+    }
+    if (!query.status().isTriggerActive()) {
+      stopQuietly(query);
     }
   }
 

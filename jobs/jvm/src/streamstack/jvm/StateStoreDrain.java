@@ -1,11 +1,7 @@
 package streamstack.jvm;
 
-import java.util.Collections;
-import java.util.Map;
-import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.ExecutorPlugin;
-import org.apache.spark.api.plugin.PluginContext;
 import org.apache.spark.api.plugin.SparkPlugin;
 import org.apache.spark.sql.execution.streaming.state.StateStore$;
 
@@ -25,11 +21,6 @@ public final class StateStoreDrain implements SparkPlugin {
   @Override
   public DriverPlugin driverPlugin() {
     return new DriverPlugin() {
-      @Override
-      public Map<String, String> init(SparkContext sc, PluginContext pluginContext) {
-        return Collections.emptyMap();
-      }
-
       @Override
       public void shutdown() {
         stopStateStores();
