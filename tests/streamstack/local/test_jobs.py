@@ -1,9 +1,12 @@
 """A local job's driver as the stack starts it: the JVM that pyspark launches gets the local stack's JVM
-options (settings given after the JVM started would be ignored without a word) and maps the drivers' class
-archive that `make setup` made (a JVM that refuses an archive says so only in a warning, and runs without)."""
+options (settings given after the JVM started would be ignored without a word), reserves the code cache a
+cluster's driver JVM gets, and maps the drivers' class archive that `make setup` made (a JVM that refuses an
+archive says so only in a warning, and runs without)."""
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -52,6 +55,33 @@ def maps_file(pid: int, path: Path) -> bool:
         return False
 
 
+def reserved_code_cache_bytes(java: Path, *java_options: str) -> int:
+    """What a JVM started with `java_options` reserves for compiled code, as it reports its own flags."""
+    flags = subprocess.run(
+        [str(java), *java_options, "-XX:+PrintFlagsFinal", "-version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = re.search(r"\bReservedCodeCacheSize\s+=\s+(\d+)", flags)
+    assert found, flags
+    return int(found.group(1))
+
+
+def code_cache_bytes(java: Path, pid: int) -> int:
+    """A running JVM's code cache, from `jcmd <pid> Compiler.codecache` (one heap, or one per segment)."""
+    report = subprocess.run(
+        [str(java.parent / "jcmd"), str(pid), "Compiler.codecache"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    sizes = [int(kb) * 1024 for kb in re.findall(r"\bsize=(\d+)Kb", report)]
+    assert sizes, report
+    return sum(sizes)
+
+
 def test_a_local_drivers_jvm_runs_with_the_local_java_options_and_maps_the_class_archive(
     runtimes: Runtimes, kafka: LocalKafka, tmp_path: Path, topic_name: str
 ) -> None:
@@ -88,8 +118,13 @@ def test_a_local_drivers_jvm_runs_with_the_local_java_options_and_maps_the_class
             what="the queries started",
         )
         assert maps_file(jvm_pid, archive), driver.log_tail()
+        # With C1 alone the JVM reserves 48 MB, which a driver's compiled code outgrows in minutes; then it
+        # flushes and compiles again, and stalls the driver's batches (README, "Local stack at its defaults").
+        driver_code_cache = code_cache_bytes(runtimes.java, jvm_pid)
     finally:
         stop_all([driver])
+    cluster_code_cache = reserved_code_cache_bytes(runtimes.java)
+    assert driver_code_cache >= cluster_code_cache, (driver_code_cache, cluster_code_cache)
     assert f"-XX:SharedArchiveFile={archive}" in jvm
     assert LOCAL_DRIVER_JAVA_OPTIONS
     assert all(option in jvm for option in LOCAL_DRIVER_JAVA_OPTIONS), jvm
