@@ -55,10 +55,10 @@ def maps_file(pid: int, path: Path) -> bool:
         return False
 
 
-def reserved_code_cache_bytes(java: Path, *java_options: str) -> int:
-    """What a JVM started with `java_options` reserves for compiled code, as it reports its own flags."""
+def default_code_cache_bytes(java: Path) -> int:
+    """What a JVM started without options reserves for compiled code, as it reports its own flags."""
     flags = subprocess.run(
-        [str(java), *java_options, "-XX:+PrintFlagsFinal", "-version"],
+        [str(java), "-XX:+PrintFlagsFinal", "-version"],
         capture_output=True,
         text=True,
         check=True,
@@ -123,7 +123,7 @@ def test_a_local_drivers_jvm_runs_with_the_local_java_options_and_maps_the_class
         driver_code_cache = code_cache_bytes(runtimes.java, jvm_pid)
     finally:
         stop_all([driver])
-    cluster_code_cache = reserved_code_cache_bytes(runtimes.java)
+    cluster_code_cache = default_code_cache_bytes(runtimes.java)
     assert driver_code_cache >= cluster_code_cache, (driver_code_cache, cluster_code_cache)
     assert f"-XX:SharedArchiveFile={archive}" in jvm
     assert LOCAL_DRIVER_JAVA_OPTIONS
