@@ -139,6 +139,7 @@ def summarise(rounds: list[dict[str, Any]], want: Counts) -> dict[str, dict[str,
             "name": ENGINES[label],
             "events_per_second": rate,
             "busy_cores": best["busy_cores"],
+            **({"jit_compiler_cores": best["jit_compiler_cores"]} if "jit_compiler_cores" in best else {}),
             "events_per_second_per_core": rate / best["busy_cores"] if rate else None,
             "counts_equal": equal,
             "best_round": best["round"],
@@ -158,6 +159,18 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(
             f"| {engine['name']} | {f'{rate:,.0f}' if rate else '-'} | {engine['busy_cores']:.2f} | "
             f"{f'{per_core:,.0f}' if per_core else '-'} | {equal} |"
+        )
+    compiling = [
+        f"{engine['name'].split(' (')[0]} {engine['jit_compiler_cores']:.2f}"
+        for engine in result["engines"].values()
+        if "jit_compiler_cores" in engine
+    ]
+    if compiling:
+        lines.append("")
+        lines.append(
+            "Of the Spark engines' busy cores, the JIT's compiler threads (best round): "
+            + ", ".join(compiling)
+            + "."
         )
     lat = result.get("latency")
     if lat:

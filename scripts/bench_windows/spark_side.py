@@ -115,9 +115,27 @@ def jvm_pid() -> int:
     return int(process.pid)
 
 
+def compiler_threads_cpu_seconds(pid: int) -> dict[int, float]:
+    """{thread id: utime + stime} of a HotSpot JVM's JIT compiler threads ("C1 CompilerThread0", "C2
+    CompilerThread1", ...; /proc truncates names to 15 characters)."""
+    found: dict[int, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        if name.startswith(("C1 CompilerThre", "C2 CompilerThre")):
+            fields = stat[stat.rindex(")") + 2 :].split()
+            found[int(task.name)] = (int(fields[11]) + int(fields[12])) / _TICK
+    return found
+
+
 class CpuSampler:
     """(wall time, CPU seconds) of a process tree every 50 ms, so the CPU of any interval in between can be
     read afterwards (Spark's sustained interval is known only from the progress reports)."""
+
+    interval = 0.05
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -139,7 +157,7 @@ class CpuSampler:
         self.samples.append((time.time(), self.read()))  # the interval's end is covered
 
     def _loop(self) -> None:
-        while not self._stop.wait(0.05):
+        while not self._stop.wait(self.interval):
             self.samples.append((time.time(), self.read()))
 
     def cpu_at(self, moment: float) -> float:
@@ -148,6 +166,22 @@ class CpuSampler:
             if t0 <= moment <= t1:
                 return c0 + (c1 - c0) * (moment - t0) / (t1 - t0) if t1 > t0 else c1
         raise ValueError(f"{moment} is outside the sampled interval")
+
+
+class JitSampler(CpuSampler):
+    """The CPU of a JVM's JIT compiler threads, sampled like CpuSampler's (every 250 ms: a JVM has a few
+    hundred threads to look through). HotSpot starts and ends compiler threads as its queue grows and
+    shrinks, so every thread seen keeps the CPU it had when last seen."""
+
+    interval = 0.25
+
+    def __init__(self, pid: int) -> None:
+        self.seen: dict[int, float] = {}
+        super().__init__(pid)
+
+    def read(self) -> float:
+        self.seen.update(compiler_threads_cpu_seconds(self.pid))
+        return sum(self.seen.values())
 
 
 # --- Rates --------------------------------------------------------------------------------------------------
@@ -287,32 +321,36 @@ def best_passes(
 ) -> list[dict[str, Any]]:
     """Run every query in rounds, `warm_ups` first (class loading, code generation, the JIT: the rates
     still climb over the first few), then `passes` measured ones; every round with its rates, the JVM's CPU
-    over the sustained interval and what `after_round(label, attempt)` adds (the count check)."""
+    over the sustained interval (and how much of it the JIT's compiler threads took: on 2 cores the JIT is
+    still compiling Spark's driver and task code minutes in) and what `after_round(label, attempt)` adds
+    (the count check)."""
     rounds: list[dict[str, Any]] = []
     pid = jvm_pid()
     for round_number in range(warm_ups + passes):
         measured = round_number >= warm_ups
         attempt = f"pass-{round_number - warm_ups + 1}" if measured else f"warm-up-{round_number + 1}"
         for label, start in queries.items():
-            with CpuSampler(pid) as cpu:
+            with CpuSampler(pid) as cpu, JitSampler(pid) as jit:
                 progress = run_available(start(f"{label}-{attempt}"))
             rates = throughput(progress)
             seconds = rates["sustained_to"] - rates["sustained_from"]
             busy = (cpu.cpu_at(rates["sustained_to"]) - cpu.cpu_at(rates["sustained_from"])) / seconds
+            compiling = (jit.cpu_at(rates["sustained_to"]) - jit.cpu_at(rates["sustained_from"])) / seconds
             entry = {
                 "engine": label,
                 "round": attempt,
                 "measured": measured,
                 **rates,
                 "busy_cores": busy,
+                "jit_compiler_cores": compiling,
                 "median_phase_ms": median_phases(p for p in progress if p.get("numInputRows")),
                 **after_round(label, attempt),
             }
             rounds.append(entry)
             print(
                 f"{label} {attempt}: sustained {rates['sustained_rows_per_second']:,.0f}/s on "
-                f"{busy:.2f} cores, drain {rates['drain_rows_per_second']:,.0f}/s "
-                f"over {rates['batches']:.0f} batches",
+                f"{busy:.2f} cores ({compiling:.2f} JIT compiling), "
+                f"drain {rates['drain_rows_per_second']:,.0f}/s over {rates['batches']:.0f} batches",
                 file=sys.stderr,
             )
     return rounds

@@ -35,7 +35,15 @@ from scripts.bench_windows.records import (
     page_view,
     topic_records,
 )
-from scripts.bench_windows.spark_side import latency, load_producer, produce, tree_cpu_seconds
+from scripts.bench_windows.spark_side import (
+    JitSampler,
+    compiler_threads_cpu_seconds,
+    jvm_pid,
+    latency,
+    load_producer,
+    produce,
+    tree_cpu_seconds,
+)
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.paths import REPO_ROOT
 from streamstack.runtimes import Runtimes
@@ -200,6 +208,23 @@ def test_flink_cpu_keeps_the_children_that_already_ended() -> None:
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_the_jit_compiler_threads_cpu_is_read_from_the_spark_jvm(spark: SparkSession) -> None:
+    """The benchmark reports how much of a Spark round's busy cores the JIT took: its compiler threads are
+    found by name in the driver JVM, and their CPU is part of the JVM's, not all of it."""
+    pid = jvm_pid()
+    with JitSampler(pid) as jit:
+        for size in (200_000, 300_000, 400_000):  # work the JIT has not compiled yet: new generated code
+            spark.range(size).selectExpr(f"id % {size // 1000} AS k", "id * 3 AS v").groupBy("k").sum(
+                "v"
+            ).collect()
+    threads = compiler_threads_cpu_seconds(pid)
+
+    assert threads, "no C1/C2 compiler thread found in the driver JVM"
+    assert jit.samples[-1][1] > jit.samples[0][1] > 0.0
+    assert all(b[1] >= a[1] for a, b in zip(jit.samples, jit.samples[1:], strict=False))
+    assert sum(threads.values()) < tree_cpu_seconds(pid)
 
 
 def test_the_classifier_imports_without_pyspark() -> None:
