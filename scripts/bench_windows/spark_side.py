@@ -318,42 +318,84 @@ def best_passes(
     warm_ups: int,
     passes: int,
     after_round: Callable[[str, str], dict[str, Any]],
+    *,
+    jit_settled_share: float | None = None,
+    max_warm_ups: int = 0,
 ) -> list[dict[str, Any]]:
-    """Run every query in rounds, `warm_ups` first (class loading, code generation, the JIT: the rates
-    still climb over the first few), then `passes` measured ones; every round with its rates, the JVM's CPU
-    over the sustained interval (and how much of it the JIT's compiler threads took: on 2 cores the JIT is
-    still compiling Spark's driver and task code minutes in) and what `after_round(label, attempt)` adds
-    (the count check)."""
+    """Run every query in rounds, warm-ups first (class loading, code generation, the JIT: the rates climb
+    while the JIT compiles), then `passes` measured ones; every round with its rates, the JVM's CPU over the
+    sustained interval, how much of it the JIT's compiler threads took, and what `after_round(label,
+    attempt)` adds (the count check).
+
+    Warm-ups: at least `warm_ups` rounds; with `jit_settled_share`, more (up to `max_warm_ups`) until the
+    JIT has settled: its compiler threads took at most that share of the busy cores of the last round's
+    queries together. On 2 cores HotSpot keeps compiling Spark's driver and task code for minutes (a job
+    round of 10 batches: 0.76 cores of 1.48 in the first round, 0.04-0.10 of 1.2-1.3 after 40), and a
+    sustained rate measured before that is the JVM's warm-up, not the long-running job's."""
     rounds: list[dict[str, Any]] = []
     pid = jvm_pid()
-    for round_number in range(warm_ups + passes):
-        measured = round_number >= warm_ups
-        attempt = f"pass-{round_number - warm_ups + 1}" if measured else f"warm-up-{round_number + 1}"
+
+    def one_round(attempt: str, measured: bool) -> list[dict[str, Any]]:
+        entries = []
         for label, start in queries.items():
             with CpuSampler(pid) as cpu, JitSampler(pid) as jit:
                 progress = run_available(start(f"{label}-{attempt}"))
             rates = throughput(progress)
-            seconds = rates["sustained_to"] - rates["sustained_from"]
-            busy = (cpu.cpu_at(rates["sustained_to"]) - cpu.cpu_at(rates["sustained_from"])) / seconds
-            compiling = (jit.cpu_at(rates["sustained_to"]) - jit.cpu_at(rates["sustained_from"])) / seconds
-            entry = {
-                "engine": label,
-                "round": attempt,
-                "measured": measured,
-                **rates,
-                "busy_cores": busy,
-                "jit_compiler_cores": compiling,
-                "median_phase_ms": median_phases(p for p in progress if p.get("numInputRows")),
-                **after_round(label, attempt),
-            }
-            rounds.append(entry)
+            since, until = rates["sustained_from"], rates["sustained_to"]
+            busy = (cpu.cpu_at(until) - cpu.cpu_at(since)) / (until - since)
+            compiling = (jit.cpu_at(until) - jit.cpu_at(since)) / (until - since)
+            entries.append(
+                {
+                    "engine": label,
+                    "round": attempt,
+                    "measured": measured,
+                    **rates,
+                    "busy_cores": busy,
+                    "jit_compiler_cores": compiling,
+                    "median_phase_ms": median_phases(p for p in progress if p.get("numInputRows")),
+                    **after_round(label, attempt),
+                }
+            )
             print(
                 f"{label} {attempt}: sustained {rates['sustained_rows_per_second']:,.0f}/s on "
                 f"{busy:.2f} cores ({compiling:.2f} JIT compiling), "
                 f"drain {rates['drain_rows_per_second']:,.0f}/s over {rates['batches']:.0f} batches",
                 file=sys.stderr,
             )
+        return entries
+
+    done = 0
+    last: list[dict[str, Any]] = []
+    while warm_up_again(done, last, warm_ups, jit_settled_share, max_warm_ups):
+        done += 1
+        last = one_round(f"warm-up-{done}", measured=False)
+        rounds.extend(last)
+    for number in range(passes):
+        rounds.extend(one_round(f"pass-{number + 1}", measured=True))
     return rounds
+
+
+def warm_up_again(
+    done: int,
+    last_round: list[dict[str, Any]],
+    warm_ups: int,
+    jit_settled_share: float | None,
+    max_warm_ups: int,
+) -> bool:
+    """Another warm-up round: fewer than `warm_ups` so far, or the JIT not settled yet within the cap."""
+    if done < warm_ups:
+        return True
+    if jit_settled_share is None or done >= max_warm_ups:
+        return False
+    return not jit_settled(last_round, jit_settled_share)
+
+
+def jit_settled(last_round: list[dict[str, Any]], share: float) -> bool:
+    """Whether the JIT's compiler threads took at most `share` of the queries' busy cores over a round (all
+    queries together: one query's round of 1-3 s alone swings with a single large compilation)."""
+    busy = sum(float(entry["busy_cores"]) for entry in last_round)
+    compiling = sum(float(entry["jit_compiler_cores"]) for entry in last_round)
+    return busy > 0 and compiling <= share * busy
 
 
 # --- Latency ------------------------------------------------------------------------------------------------

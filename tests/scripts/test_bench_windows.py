@@ -38,11 +38,13 @@ from scripts.bench_windows.records import (
 from scripts.bench_windows.spark_side import (
     JitSampler,
     compiler_threads_cpu_seconds,
+    jit_settled,
     jvm_pid,
     latency,
     load_producer,
     produce,
     tree_cpu_seconds,
+    warm_up_again,
 )
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.paths import REPO_ROOT
@@ -225,6 +227,28 @@ def test_the_jit_compiler_threads_cpu_is_read_from_the_spark_jvm(spark: SparkSes
     assert jit.samples[-1][1] > jit.samples[0][1] > 0.0
     assert all(b[1] >= a[1] for a, b in zip(jit.samples, jit.samples[1:], strict=False))
     assert sum(threads.values()) < tree_cpu_seconds(pid)
+
+
+def test_the_jit_has_settled_when_its_share_of_a_rounds_busy_cores_is_small() -> None:
+    def entry(busy: float, compiling: float) -> dict[str, Any]:
+        return {"busy_cores": busy, "jit_compiler_cores": compiling}
+
+    assert not jit_settled([], 0.1)  # no round yet
+    assert not jit_settled([entry(1.0, 0.05), entry(1.4, 0.40)], 0.1)  # 0.45 of 2.4
+    assert jit_settled([entry(1.0, 0.05), entry(1.3, 0.15)], 0.1)  # 0.20 of 2.3: all queries together
+    assert not jit_settled([entry(0.0, 0.0)], 0.1)
+
+
+def test_spark_warms_up_until_the_jit_settles_within_the_cap() -> None:
+    busy = [{"busy_cores": 1.2, "jit_compiler_cores": 0.5}]
+    settled = [{"busy_cores": 1.2, "jit_compiler_cores": 0.05}]
+
+    assert warm_up_again(1, busy, warm_ups=2, jit_settled_share=0.1, max_warm_ups=30)
+    assert warm_up_again(1, settled, warm_ups=2, jit_settled_share=0.1, max_warm_ups=30)  # the minimum
+    assert warm_up_again(2, busy, warm_ups=2, jit_settled_share=0.1, max_warm_ups=30)
+    assert not warm_up_again(2, settled, warm_ups=2, jit_settled_share=0.1, max_warm_ups=30)
+    assert not warm_up_again(30, busy, warm_ups=2, jit_settled_share=0.1, max_warm_ups=30)  # the cap
+    assert not warm_up_again(2, busy, warm_ups=2, jit_settled_share=None, max_warm_ups=30)  # turned off
 
 
 def test_the_classifier_imports_without_pyspark() -> None:
