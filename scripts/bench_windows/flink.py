@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts.bench_windows.peers import PeerRun
-from scripts.bench_windows.spark_side import CpuSampler
+from scripts.bench_windows.spark_side import CpuSampler, stat_cpu_seconds
 from streamstack.paths import REPO_ROOT, cache_dir
 from streamstack.runtimes.fetch import ensure_jars
 from streamstack.runtimes.lock import MavenArtifact, jar_path
@@ -43,7 +43,6 @@ KAFKA_CONNECTOR = MavenArtifact(
 )
 PARALLELISM = 2  # the machine's two cores: two source subtasks, two Python workers
 _STAMP = ".streamstack-requirements-sha256"
-_TICK = 100.0  # clock ticks per second of /proc/<pid>/stat
 
 
 def tree_stats(root: int) -> dict[tuple[int, int], float]:
@@ -54,8 +53,8 @@ def tree_stats(root: int) -> dict[tuple[int, int], float]:
         pid = pending.pop()
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            found[(pid, int(fields[19]))] = (int(fields[11]) + int(fields[12])) / _TICK
+            started = int(stat[stat.rindex(")") + 2 :].split()[19])
+            found[(pid, started)] = stat_cpu_seconds(stat)
             for task in Path(f"/proc/{pid}/task").iterdir():
                 pending.extend(int(c) for c in (task / "children").read_text().split())
         except (FileNotFoundError, ProcessLookupError):

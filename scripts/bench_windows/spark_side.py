@@ -90,15 +90,20 @@ def _flight_recording() -> dict[str, str]:
 # --- CPU of the Spark JVM ----------------------------------------------------------------------------------
 
 
+def stat_cpu_seconds(stat: str) -> float:
+    """utime + stime of a process or thread from its /proc stat line (fields after the name, which may hold
+    spaces and parentheses)."""
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
 def tree_cpu_seconds(root: int) -> float:
     """utime + stime of a process and its descendants, from /proc."""
     total, pending = 0.0, [root]
     while pending:
         pid = pending.pop()
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            total += (int(fields[11]) + int(fields[12])) / _TICK
+            total += stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text())
             for task in Path(f"/proc/{pid}/task").iterdir():
                 pending.extend(int(c) for c in (task / "children").read_text().split())
         except (FileNotFoundError, ProcessLookupError):
@@ -126,8 +131,7 @@ def compiler_threads_cpu_seconds(pid: int) -> dict[int, float]:
             continue
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         if name.startswith(("C1 CompilerThre", "C2 CompilerThre")):
-            fields = stat[stat.rindex(")") + 2 :].split()
-            found[int(task.name)] = (int(fields[11]) + int(fields[12])) / _TICK
+            found[int(task.name)] = stat_cpu_seconds(stat)
     return found
 
 
