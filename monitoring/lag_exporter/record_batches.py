@@ -1,7 +1,7 @@
 """The Kafka wire formats the exporter decodes itself, kept apart from the clients that fetch them.
 
-- `fetch_requests`: raw FetchRequests (one per leader, up to 1,000 partitions each, 64 KiB per partition and
-  4 MiB per response), for reading the timestamps of records at given offsets without a consumer.
+- `fetch_requests`: raw FetchRequests (up to 1,000 partitions each, 64 KiB per partition and 4 MiB per
+  response, the leaders in turn), for reading the timestamps of records at given offsets without a consumer.
 - `scan_records`: the record batches of one partition's answer, decoded only up to the offsets asked for
   (message formats v0-v2; compressed v2 batches through kafka-python).
 - `parse_commit_key`: the (group, topic, partition) of an OffsetCommit key of `__consumer_offsets`.
@@ -167,17 +167,21 @@ def scan_records(data: bytes, offsets: Sequence[int]) -> Scan:
 def fetch_requests(
     position: Mapping[TP, int], leaders: Mapping[TP, int], fetch_bytes: Mapping[TP, int]
 ) -> list[tuple[int, Any]]:
-    """One FetchRequest per leader. A partition needing more than the usual bytes goes first: the broker
-    returns the first batch of the first partition whole, whatever the limits."""
-    by_leader: dict[int, dict[str, list[Any]]] = {}
-    counts: dict[int, int] = {}
+    """FetchRequests for every partition in `position`, up to 1,000 partitions each, taking the leaders in
+    turn (each leader's first request, then each one's second, ...) so that a window of requests in flight
+    keeps every leader busy. A partition needing more than the usual bytes goes first: the broker returns
+    the first batch of the first partition whole, whatever the limits."""
+    by_leader: dict[int, list[dict[str, list[Any]]]] = {}
+    counts: dict[int, int] = {}  # partitions in each leader's requests so far
     for tp in sorted(position, key=lambda tp: tp not in fetch_bytes) if fetch_bytes else position:
         topic, partition = tp
         leader = leaders[tp]
-        if counts.get(leader, 0) >= _PARTITIONS_PER_FETCH:
-            continue  # the next request
-        counts[leader] = counts.get(leader, 0) + 1
-        by_leader.setdefault(leader, {}).setdefault(topic, []).append(
+        chunks = by_leader.setdefault(leader, [])
+        count = counts.get(leader, 0)
+        if count % _PARTITIONS_PER_FETCH == 0:
+            chunks.append({})
+        counts[leader] = count + 1
+        chunks[-1].setdefault(topic, []).append(
             FetchRequest.FetchTopic.FetchPartition(
                 partition=partition,
                 current_leader_epoch=-1,
@@ -187,28 +191,30 @@ def fetch_requests(
                 partition_max_bytes=fetch_bytes.get(tp, _PARTITION_FETCH_BYTES),
             )
         )
+    turns = max(map(len, by_leader.values()), default=0)
     return [
-        (
-            leader,
-            FetchRequest(
-                replica_id=-1,
-                max_wait_ms=0,
-                min_bytes=1,
-                max_bytes=_RESPONSE_FETCH_BYTES,
-                isolation_level=0,
-                session_id=0,
-                session_epoch=-1,  # no fetch session
-                topics=[
-                    FetchRequest.FetchTopic(topic=topic, partitions=parts) for topic, parts in topics.items()
-                ],
-                forgotten_topics_data=[],
-                rack_id="",
-                min_version=4,
-                max_version=_FETCH_MAX_VERSION,
-            ),
-        )
-        for leader, topics in by_leader.items()
+        (leader, _fetch_request(chunks[turn]))
+        for turn in range(turns)
+        for leader, chunks in by_leader.items()
+        if turn < len(chunks)
     ]
+
+
+def _fetch_request(topics: Mapping[str, list[Any]]) -> Any:
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=_RESPONSE_FETCH_BYTES,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,  # no fetch session
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=parts) for topic, parts in topics.items()],
+        forgotten_topics_data=[],
+        rack_id="",
+        min_version=4,
+        max_version=_FETCH_MAX_VERSION,
+    )
 
 
 def parse_commit_key(key: bytes | None) -> tuple[str, str, int] | None:

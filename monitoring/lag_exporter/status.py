@@ -452,6 +452,17 @@ class KeyIndex:
         return (*prefix, tail)
 
 
+def _pick(keys: Sequence[Hashable], positions: list[int]) -> list[Hashable]:
+    """`[keys[p] for p in positions]` (ascending): when many are wanted, in one pass over `keys`, whose
+    iteration may be much cheaper than indexing one at a time (a snapshot's keys are built from its
+    columns: the 300,000 lookups took 0.5-0.7 s of a first collection at 150,000 keys)."""
+    if len(positions) * 16 < len(keys):
+        return [keys[position] for position in positions]
+    wanted = np.zeros(len(keys), bool)
+    wanted[positions] = True
+    return list(itertools.compress(keys, wanted.tolist()))
+
+
 class History:
     """The samples of every (source, group, topic, partition), as columns: a ring of collections (one sample
     time per collection) x partitions, committed offsets as int32 while every value recorded fits (the arrays
@@ -669,9 +680,16 @@ class History:
         scalar, key_index = self._scalar, self._index
         columns = key_index.columns(key_index.codes(keys))
         new: list[int] = []
+        new_keys: list[Hashable] = []
         in_scalar: list[int] = []
-        for position in np.flatnonzero(columns < 0).tolist():
-            (in_scalar if keys[position] in scalar else new).append(position)
+        missing = np.flatnonzero(columns < 0).tolist()
+        for position, key in zip(missing, _pick(keys, missing), strict=True):
+            if key in scalar:
+                in_scalar.append(position)
+            else:
+                new.append(position)
+                new_keys.append(key)
+        del missing
         sampled = columns[columns >= 0]
         kept = int(np.count_nonzero(self._used))
         if len(sampled) < kept:  # kept partitions this collection has no sample for
@@ -687,8 +705,9 @@ class History:
             columns[new] = taken
             self._used[taken] = True
             self._first[taken] = last
-            key_index.assign(taken, [keys[position] for position in new])
+            key_index.assign(taken, new_keys)
             self._attach(taken)
+        del new_keys
         self._times.append(now)
         column_mask = columns >= 0
         where = columns if column_mask.all() else columns[column_mask]
