@@ -9,7 +9,9 @@ the largest size: three for 50,000 partitions here, see cluster.py):
   2. then, with ours stopped, kafka_exporter (a child process on a free port of 127.0.0.1): scrape latency
      (it reads Kafka inside each scrape; scrapes are capped by a time budget per size), RSS and peak RSS;
   3. lag agreement: `kafka_consumergroup_lag{consumergroup,topic,partition}` against our
-     `streamstack_lag_records{group,topic,partition}`, at rest (nothing produces or commits meanwhile).
+     `streamstack_lag_records{group,topic,partition}`, at rest (nothing produces or commits meanwhile);
+  4. ours once more, a new process, for its first collection: an exporter restarted beside brokers that
+     have served fetches before (those of step 1 had just been loaded).
 A scrape is what Prometheus 2.42 sends (its Accept header, `Accept-Encoding: gzip`) on a new connection,
 timed from the request to the last byte of the body.
 

@@ -36,6 +36,7 @@ from scripts.bench_exporter.measure import (
     measure_full_history,
     measure_kafka_exporter,
     measure_ours,
+    measure_restart,
     peer_binary,
     peer_latency,
 )
@@ -89,6 +90,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         )
                         agree = agreement(our_body, their_body)
                         log(f"  lag equal on {agree['equal']:,} of {agree['compared']:,} series")
+                        ours["restart"] = measure_restart(size, bootstrap, workdir, args)
+                        log(f"  restarted: first collection {ours['restart']['first_collection_s']:.2f} s")
                         if size == Size(GOAL_PARTITIONS, GOAL_GROUPS) and args.history_collections:
                             ours["full_history"] = measure_full_history(
                                 size, bootstrap, workdir, args.history_collections
