@@ -13,11 +13,11 @@
   leader and raises what it raised before (e.g. a topic deleted meanwhile).
 - The timestamp of the record at a given offset (or at several offsets of a partition): Fetch requests to
   the partitions' leaders, up to 1,000 partitions each (each at its offset, at most 64 KiB each, 4 MiB per
-  response; a partition whose batch is larger is asked again for the whole batch), two per leader in flight,
-  each answer taken as it comes, the records decoded only up to the offsets asked for, and fetched again
-  from the next batch or the next offset asked for when the answer held no such record, until every offset
-  is answered or a time budget runs out. A record may be gone (compaction, a transaction marker): the next
-  record's timestamp is taken.
+  response; a partition whose batch is larger is asked again for the whole batch), two per leader in flight
+  (at most six), each answer taken as it comes, the records decoded only up to the offsets asked for, and
+  fetched again from the next batch or the next offset asked for when the answer held no such record, until
+  every offset is answered or a time budget runs out. A record may be gone (compaction, a transaction
+  marker): the next record's timestamp is taken.
 - Commit times per (group, topic, partition) from the `__consumer_offsets` log, read from its end at start-up
   onwards: each OffsetCommit record (key versions 0 and 1: group, topic, partition) counts as a commit at the
   record's timestamp. This is how Burrow tells a consumer that commits the same offset (STALL) from one that
@@ -51,6 +51,7 @@ _CONSUMER_GROUP_TYPES = (None, "", "classic", "consumer")
 _CONSUMER_PROTOCOLS = ("", "consumer")
 _GROUPS_PER_OFFSET_FETCH = 50
 _FETCHES_IN_FLIGHT_PER_LEADER = 2
+_MAX_FETCHES_IN_FLIGHT = 6  # 24 MiB of answers at most, on a cluster of 3 brokers or 30
 
 
 class _RedactSecrets(logging.Filter):
@@ -423,14 +424,15 @@ async def _send_windowed(
     per_leader: int,
     take: Callable[[Any], None],
 ) -> None:
-    """Send `requests` (the leaders in turn) keeping `per_leader` x leaders of them in flight, and hand each
-    answer to `take` as it comes (oldest first) while the brokers work on the next ones: at 50,000
+    """Send `requests` (the leaders in turn) keeping `per_leader` x leaders of them in flight, at most
+    `_MAX_FETCHES_IN_FLIGHT` whatever the number of brokers (each answer may hold 4 MiB of records), and hand
+    each answer to `take` as it comes (oldest first) while the brokers work on the next ones: at 50,000
     partitions, 17 passes of one request per leader, each waiting for the slowest, took 1.7 s. Requests
     not sent by `deadline` are not sent, and one that fails after it ends the reading, not the answers
     taken so far (the offsets not answered are asked again at a later collection)."""
     waiting = list(reversed(requests))
     in_flight: deque[Any] = deque()
-    window = per_leader * len({leader for leader, _ in requests})
+    window = min(per_leader * len({leader for leader, _ in requests}), _MAX_FETCHES_IN_FLIGHT)
     while waiting or in_flight:
         while waiting and len(in_flight) < window:
             remaining_ms = int((deadline - time.monotonic()) * 1000)

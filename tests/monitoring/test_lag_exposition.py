@@ -8,12 +8,14 @@ import gzip
 import math
 import random
 import struct
+import time
 import tracemalloc
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pytest
+from kafka.future import Future
 from kafka.record import MemoryRecords, MemoryRecordsBuilder
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.exposition import generate_latest
@@ -28,6 +30,7 @@ from monitoring.lag_exporter.collector import (
     render_lag_text,
 )
 from monitoring.lag_exporter.config import ExporterConfig
+from monitoring.lag_exporter.kafka_reader import _send_windowed
 from monitoring.lag_exporter.loop import Refresher
 from monitoring.lag_exporter.record_batches import fetch_requests, scan_records
 from monitoring.lag_exporter.snapshot import (
@@ -337,6 +340,48 @@ def test_fetch_requests_ask_for_every_partition_taking_the_leaders_in_turn() -> 
     first = requests[0][1].topics[0]
     assert (first.topic, first.partitions[0].partition) == big
     assert {size for tp, (_, size, _) in asked.items() if tp != big} == {64 * 1024}
+
+
+class _Brokers:
+    """The connection manager `_send_windowed` sends through, answering each request when told: kafka-python's
+    own Futures, so that the coroutine awaits them as it does on the IO thread."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, object, Future]] = []
+        self.most_in_flight = 0
+
+    def send(self, request: object, node_id: int, request_timeout_ms: int) -> Future:
+        future = Future()
+        self.sent.append((node_id, request, future))
+        self.most_in_flight = max(self.most_in_flight, sum(not f.is_done for _, _, f in self.sent))
+        return future
+
+
+def _drive(coroutine: Any, brokers: _Brokers) -> None:
+    """Run `coroutine`, answering each request it waits for with the request itself."""
+    try:
+        waited = coroutine.send(None)
+        while True:
+            node, request, future = next(entry for entry in brokers.sent if entry[2] is waited)
+            future.success(("answer", node, request))
+            waited = coroutine.send(None)
+    except StopIteration:
+        pass
+
+
+@pytest.mark.parametrize(("leaders", "most"), [(1, 2), (3, 6), (30, 6)])
+def test_fetches_in_flight_are_two_per_leader_at_most_six_and_every_answer_is_taken_in_order(
+    leaders: int, most: int
+) -> None:
+    """Requests go out while earlier answers are taken: two per leader in flight, never more than six (each
+    answer may hold 4 MiB of records: a cluster of 30 brokers would otherwise hold 60 at once); every answer
+    is taken once, in the order sent."""
+    requests = [(leader, f"request-{turn}-{leader}") for turn in range(4) for leader in range(leaders)]
+    brokers, taken = _Brokers(), list[object]()
+    admin = type("Admin", (), {"_manager": brokers})()
+    _drive(_send_windowed(admin, requests, time.monotonic() + 60, 2, taken.append), brokers)
+    assert taken == [("answer", leader, request) for leader, request in requests]
+    assert brokers.most_in_flight == most
 
 
 # -- the loop with a reader of several offsets per partition -------------------------------------------
