@@ -46,6 +46,13 @@ def our_command(size: Size, bootstrap: str, port: int, *flags: str) -> list[str]
     ]
 
 
+def first_collection(port: int) -> tuple[dict[str, float], float]:
+    """Our exporter's health once its first collection has succeeded, and the seconds from now until then."""
+    started = time.monotonic()
+    wait_until(lambda: health(port).get("last_success_timestamp_seconds", 0) > 0, 600, "first collection")
+    return health(port), time.monotonic() - started
+
+
 def measure_ours(
     size: Size, bootstrap: str, workdir: Path, args: argparse.Namespace
 ) -> tuple[dict[str, Any], str]:
@@ -53,10 +60,7 @@ def measure_ours(
     command = our_command(size, bootstrap, port, "--refresh-interval", str(args.refresh_interval))
     log_path = workdir / f"ours-p{size.partitions}-g{size.groups}.log"
     with child(command, log_path) as process:
-        started = time.monotonic()
-        wait_until(lambda: health(port).get("last_success_timestamp_seconds", 0) > 0, 600, "first collection")
-        first = health(port)
-        to_first = time.monotonic() - started
+        first, to_first = first_collection(port)
         cycles: list[float] = []
         last = first["last_success_timestamp_seconds"]
         for _ in range(args.cycles):
@@ -103,10 +107,7 @@ def measure_restart(size: Size, bootstrap: str, workdir: Path, args: argparse.Na
     port = free_port()
     command = our_command(size, bootstrap, port, "--refresh-interval", str(args.refresh_interval))
     with child(command, workdir / f"ours-restart-p{size.partitions}-g{size.groups}.log") as process:
-        started = time.monotonic()
-        wait_until(lambda: health(port).get("last_success_timestamp_seconds", 0) > 0, 600, "first collection")
-        first = health(port)
-        to_first = time.monotonic() - started
+        first, to_first = first_collection(port)
         memory = memory_mb(process.pid)
     return {
         "first_collection_s": first["collection_duration_seconds"],
