@@ -30,6 +30,7 @@ import weakref
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from queue import Queue
 from socketserver import ThreadingMixIn
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs
@@ -534,12 +535,8 @@ class LagExposition:
             compressor = zlib.compressobj(self._level, zlib.DEFLATED, 31)
             # written into one growing buffer, taken without a copy: a list of the compressed chunks and
             # their join would hold the stream (~9 MB at 150,000 rows) twice at the end
-            stream, size = io.BytesIO(), 0
-            for chunk in render_lag_text(snapshot):
-                data = chunk.encode()
-                size += len(data)
-                stream.write(compressor.compress(data))
-                del data
+            stream = io.BytesIO()
+            size = _compress_beside(render_lag_text(snapshot), compressor, stream)
             stream.write(compressor.flush(zlib.Z_SYNC_FLUSH))
             rendered = RenderedLag(weakref.ref(snapshot), stream.getvalue(), compressor, size)
             del stream
@@ -553,6 +550,43 @@ class LagExposition:
         if rendered is not None and (rendered.snapshot is snapshot or self._lock.locked()):
             return rendered
         return self.prepare(snapshot)
+
+
+_COMPRESS_QUEUE_CHUNKS = 4  # ~0.2 MB of text each
+
+
+def _compress_beside(chunks: Iterator[str], compressor: Any, stream: io.BytesIO) -> int:
+    """Compress `chunks` into `stream` in a thread of its own while this one renders the next chunks, and
+    return the text's length in bytes. zlib lets go of the GIL while it compresses: at 50,000 partitions x
+    500 groups the rendering (~0.6 s) and the compression (~0.55 s) took one after the other ~1.1 s of each
+    collection, on one core. The queue holds a few chunks, so the text is never all in memory."""
+    queue: Queue[bytes | None] = Queue(maxsize=_COMPRESS_QUEUE_CHUNKS)
+    failure: list[BaseException] = []
+
+    def compress() -> None:
+        try:
+            while (data := queue.get()) is not None:
+                stream.write(compressor.compress(data))
+        except BaseException as error:  # reported by the rendering thread
+            failure.append(error)
+            while queue.get() is not None:  # let the rendering finish its puts
+                pass
+
+    worker = threading.Thread(target=compress, name="lag-text-compression", daemon=True)
+    worker.start()
+    size = 0
+    try:
+        for chunk in chunks:
+            data = chunk.encode()
+            size += len(data)
+            queue.put(data)
+            del data
+    finally:
+        queue.put(None)
+        worker.join()
+    if failure:
+        raise failure[0]
+    return size
 
 
 _WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]

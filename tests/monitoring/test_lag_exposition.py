@@ -5,11 +5,14 @@ reader that reads several offsets per partition once per collection."""
 from __future__ import annotations
 
 import gzip
+import io
 import math
 import random
 import struct
+import threading
 import time
 import tracemalloc
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +29,7 @@ from monitoring.lag_exporter.collector import (
     ExporterHealth,
     LagCollector,
     LagExposition,
+    _compress_beside,
     metrics_app,
     render_lag_text,
 )
@@ -716,6 +720,30 @@ def test_produced_history_of_idle_partitions_stays_in_its_columns() -> None:
         tracemalloc.stop()
     assert produced.points(partitions[7]) == ((7, 1_700_000_000.0), (7, 1_700_000_040.0))
     assert held < 9_000_000, held
+
+
+def test_the_text_is_compressed_beside_the_rendering_and_a_failure_on_either_side_is_raised() -> None:
+    chunks = [f"line {index} " * (index % 50) + "\n" for index in range(3000)]
+    stream = io.BytesIO()
+    compressor = zlib.compressobj(1, zlib.DEFLATED, 31)
+    assert _compress_beside(iter(chunks), compressor, stream) == len("".join(chunks).encode())
+    stream.write(compressor.flush())
+    assert gzip.decompress(stream.getvalue()).decode() == "".join(chunks)
+
+    class Broken:
+        def compress(self, data: bytes) -> bytes:
+            raise zlib.error("broken compressor")
+
+    with pytest.raises(zlib.error, match="broken compressor"):  # raised while chunks were still coming
+        _compress_beside(iter(chunks), Broken(), io.BytesIO())
+
+    def failing_rendering() -> Iterator[str]:
+        yield from chunks[:10]
+        raise ValueError("rendering failed")
+
+    with pytest.raises(ValueError, match="rendering failed"):
+        _compress_beside(failing_rendering(), zlib.compressobj(), io.BytesIO())
+    assert not [thread for thread in threading.enumerate() if thread.name == "lag-text-compression"]
 
 
 def test_a_scrape_during_a_rendering_gets_the_previous_one_without_waiting() -> None:
