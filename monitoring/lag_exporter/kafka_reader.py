@@ -39,10 +39,16 @@ from typing import Any
 from confluent_kafka.admin import AdminClient as RdAdminClient  # type: ignore[import-untyped]
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
-from kafka.protocol.consumer import ListOffsetsRequest, OffsetSpec
+from kafka.protocol.consumer import OffsetSpec
 
 from monitoring.lag_exporter.config import ExporterConfig
-from monitoring.lag_exporter.record_batches import TP, fetch_requests, parse_commit_key, scan_records
+from monitoring.lag_exporter.record_batches import (
+    TP,
+    fetch_requests,
+    list_offsets_request,
+    parse_commit_key,
+    scan_records,
+)
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +271,7 @@ class KafkaReader:
         earliest: dict[TP, int] = {}
         targets = [(latest, OffsetSpec.LATEST), (earliest, OffsetSpec.EARLIEST)]
         requests = [
-            (leader, _list_offsets_request(topics, spec))
+            (leader, list_offsets_request(topics, spec))
             for _, spec in targets
             for leader, topics in by_leader.items()
         ]
@@ -450,23 +456,6 @@ async def _send_windowed(
                 raise
             return  # out of time (a request sent late times out at the deadline): what was taken stands
         take(answer)
-
-
-def _list_offsets_request(topics: Mapping[str, list[int]], spec: OffsetSpec) -> Any:
-    """A ListOffsets request for `spec` of these partitions, as kafka-python's `list_partition_offsets`
-    makes it (read uncommitted, the lowest version the spec allows, the highest both sides speak)."""
-    partition_type = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
-    return ListOffsetsRequest(
-        isolation_level=0,
-        topics=[
-            ListOffsetsRequest.ListOffsetsTopic(
-                name=name,
-                partitions=[partition_type(partition_index=index, timestamp=spec) for index in indexes],
-            )
-            for name, indexes in topics.items()
-        ],
-        min_version=max(ListOffsetsRequest.min_version_for_timestamp(spec), 0),
-    )
 
 
 def _offsets(answer: Mapping[str, Mapping[Any, Any]]) -> dict[str, dict[TP, int]]:

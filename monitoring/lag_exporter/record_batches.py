@@ -2,6 +2,7 @@
 
 - `fetch_requests`: raw FetchRequests (up to 1,000 partitions each, 64 KiB per partition and 4 MiB per
   response, the leaders in turn), for reading the timestamps of records at given offsets without a consumer.
+- `list_offsets_request`: a ListOffsetsRequest encoded here, byte for byte what kafka-python encodes.
 - `scan_records`: the record batches of one partition's answer, decoded only up to the offsets asked for
   (message formats v0-v2; compressed v2 batches through kafka-python).
 - `parse_commit_key`: the (group, topic, partition) of an OffsetCommit key of `__consumer_offsets`.
@@ -14,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetSpec
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.legacy_records import LegacyRecordBatch
 
@@ -215,6 +216,76 @@ def _fetch_request(topics: Mapping[str, list[Any]]) -> Any:
         min_version=4,
         max_version=_FETCH_MAX_VERSION,
     )
+
+
+_LIST_OFFSETS_PARTITION = struct.Struct(">iiqB")  # index, current leader epoch, timestamp, no tagged fields
+_FLEXIBLE_LIST_OFFSETS = 6  # compact arrays and strings, tagged fields
+_LIST_OFFSETS_TIMEOUT_FROM = 10
+
+
+class _ListOffsetsRequest(ListOffsetsRequest, init=False):  # type: ignore[misc,call-arg]
+    """kafka-python's ListOffsetsRequest for one spec, its body encoded from plain (topic, partitions) in one
+    pass of `struct` for the flexible versions (6+, which Kafka 2.5 and later speak): kafka-python made an
+    object per partition and encoded each field through generic code, ~0.47 s of every collection at 50,000
+    partitions (both specs). Older versions go through kafka-python's own encoding."""
+
+    def __init__(self, topics: Mapping[str, list[int]], spec: OffsetSpec) -> None:
+        super().__init__(
+            isolation_level=0,
+            topics=[],
+            min_version=max(ListOffsetsRequest.min_version_for_timestamp(spec), 0),
+        )
+        self._partitions = topics
+        self._spec = int(spec)
+
+    def encode(self, version: int | None = None, header: bool = False, framed: bool = False) -> bytes:
+        if version is not None:
+            self.API_VERSION = version
+        if self.API_VERSION is None or self.API_VERSION < _FLEXIBLE_LIST_OFFSETS:
+            partition = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
+            self.topics = [
+                ListOffsetsRequest.ListOffsetsTopic(
+                    name=name,
+                    partitions=[partition(partition_index=i, timestamp=self._spec) for i in indexes],
+                )
+                for name, indexes in self._partitions.items()
+            ]
+            encoded: bytes = super().encode(header=header, framed=framed)
+            return encoded
+        data = (self.encode_header(flexible=True) if header else b"") + _list_offsets_body(
+            self._partitions, self._spec, self.API_VERSION
+        )
+        return len(data).to_bytes(4, "big") + data if framed else data
+
+
+def list_offsets_request(topics: Mapping[str, list[int]], spec: OffsetSpec) -> Any:
+    """A ListOffsetsRequest for `spec` of these partitions, as kafka-python's `list_partition_offsets` makes
+    it (replica -1, read uncommitted, the lowest version the spec allows, the highest both sides speak)."""
+    return _ListOffsetsRequest(topics, spec)
+
+
+def _list_offsets_body(topics: Mapping[str, list[int]], spec: int, version: int) -> bytes:
+    pack = _LIST_OFFSETS_PARTITION.pack
+    parts = [struct.pack(">ib", -1, 0), _uvarint(len(topics) + 1)]  # replica id, isolation level
+    for name, indexes in topics.items():
+        encoded = name.encode()
+        parts += (_uvarint(len(encoded) + 1), encoded, _uvarint(len(indexes) + 1))
+        parts += [pack(index, -1, spec, 0) for index in indexes]
+        parts.append(b"\x00")  # the topic's tagged fields
+    if version >= _LIST_OFFSETS_TIMEOUT_FROM:
+        parts.append(b"\x00\x00\x00\x00")  # timeout (for tiered storage): 0, as kafka-python sends
+    parts.append(b"\x00")
+    return b"".join(parts)
+
+
+def _uvarint(value: int) -> bytes:
+    """An unsigned varint (compact lengths)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def parse_commit_key(key: bytes | None) -> tuple[str, str, int] | None:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from kafka.future import Future
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetSpec
 from kafka.record import MemoryRecords, MemoryRecordsBuilder
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.exposition import generate_latest
@@ -36,7 +37,7 @@ from monitoring.lag_exporter.collector import (
 from monitoring.lag_exporter.config import ExporterConfig
 from monitoring.lag_exporter.kafka_reader import _send_windowed
 from monitoring.lag_exporter.loop import Refresher
-from monitoring.lag_exporter.record_batches import fetch_requests, scan_records
+from monitoring.lag_exporter.record_batches import fetch_requests, list_offsets_request, scan_records
 from monitoring.lag_exporter.snapshot import (
     GroupLag,
     PartitionLag,
@@ -371,6 +372,36 @@ def _drive(coroutine: Any, brokers: _Brokers) -> None:
             waited = coroutine.send(None)
     except StopIteration:
         pass
+
+
+@pytest.mark.parametrize("spec", [OffsetSpec.LATEST, OffsetSpec.EARLIEST])
+def test_list_offsets_requests_are_byte_for_byte_what_kafka_python_encodes_in_every_version(
+    spec: OffsetSpec,
+) -> None:
+    # one-byte and two-byte compact lengths: a name of 200 characters, a topic of 300 partitions
+    topics = {
+        f"t{index}" + "x" * (200 if index == 3 else 0): list(range(300 if index == 5 else 10))
+        for index in range(8)
+    }
+    partition = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
+    for version in range(
+        ListOffsetsRequest.min_version_for_timestamp(spec), ListOffsetsRequest.max_version + 1
+    ):
+        reference = ListOffsetsRequest(
+            isolation_level=0,
+            topics=[
+                ListOffsetsRequest.ListOffsetsTopic(
+                    name=name, partitions=[partition(partition_index=i, timestamp=spec) for i in indexes]
+                )
+                for name, indexes in topics.items()
+            ],
+        )
+        ours = list_offsets_request(topics, spec)
+        for request in (reference, ours):
+            request.API_VERSION = version
+            request.with_header(correlation_id=41, client_id="streamstack-lag-exporter")
+        assert ours.encode(header=True, framed=True) == reference.encode(header=True, framed=True), version
+        assert ListOffsetsRequest.decode(ours.encode(), version=version) == reference
 
 
 @pytest.mark.parametrize(("leaders", "most"), [(1, 2), (3, 6), (30, 6)])
