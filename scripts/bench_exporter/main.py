@@ -31,6 +31,7 @@ from scripts.bench_exporter.measure import (
     GOAL_PARTITIONS,
     KAFKA_EXPORTER_VERSION,
     agreement,
+    cpu_table,
     goals,
     markdown,
     measure_full_history,
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         nodes = start_cluster(runtimes, workdir, brokers, args.kafka_heap)
         try:
             bootstrap = nodes[0].bootstrap_servers  # clients find the other brokers through it
+            broker_pids = [node.pid for node in nodes]
             admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=120_000)
             try:
                 topics = 0
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         groups = size.groups
                         commit_groups(admin, size, ends)
                         log(f"{partitions:,} partitions x {groups} groups: {size.series():,} series")
-                        ours, our_body = measure_ours(size, bootstrap, workdir, args)
+                        ours, our_body = measure_ours(size, bootstrap, broker_pids, workdir, args)
                         log(
                             f"  ours: cold {ours['first_collection_s']:.2f} s, warm "
                             f"{ours['warm_collection_median_s']:.2f} s, scrape p99 {ours['p99_ms']:.1f} ms, "
@@ -90,8 +92,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         )
                         agree = agreement(our_body, their_body)
                         log(f"  lag equal on {agree['equal']:,} of {agree['compared']:,} series")
-                        ours["restart"] = measure_restart(size, bootstrap, workdir, args)
+                        ours["restart"] = measure_restart(size, bootstrap, broker_pids, workdir, args)
                         log(f"  restarted: first collection {ours['restart']['first_collection_s']:.2f} s")
+                        this_point = {"partitions": partitions, "groups": groups, "ours": ours}
+                        log("  " + "\n  ".join(cpu_table([this_point])))
                         if size == Size(GOAL_PARTITIONS, GOAL_GROUPS) and args.history_collections:
                             ours["full_history"] = measure_full_history(
                                 size, bootstrap, workdir, args.history_collections

@@ -7,14 +7,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from scripts.bench_exporter.load import Size
 from scripts.bench_exporter.scrape import (
     child,
+    cpu_seconds,
     health,
     latency_summary,
     memory_mb,
@@ -46,23 +50,53 @@ def our_command(size: Size, bootstrap: str, port: int, *flags: str) -> list[str]
     ]
 
 
-def first_collection(port: int) -> tuple[dict[str, float], float]:
-    """Our exporter's health once its first collection has succeeded, and the seconds from now until then."""
-    started = time.monotonic()
+@dataclass(frozen=True)
+class FirstCollection:
+    health: dict[str, float]
+    wall_s: float  # from the exporter's start to its first snapshot
+    cpu: dict[str, float]  # CPU seconds over that span: the exporter's (its start-up included), the brokers'
+
+
+def idle_cpu_rate(brokers: Sequence[int], seconds: float = 5.0) -> float:
+    """CPU seconds per second the brokers use with no client of ours (at 50,000 partitions, ~0.3)."""
+    before = cpu_seconds(brokers)
+    time.sleep(seconds)
+    return (cpu_seconds(brokers) - before) / seconds
+
+
+def _cpu_over(exporter: float, brokers: float, idle_rate: float, seconds: float) -> dict[str, float]:
+    return {
+        "exporter_s": exporter,
+        "brokers_s": brokers,
+        "brokers_above_idle_s": brokers - idle_rate * seconds,
+    }
+
+
+def first_collection(
+    process: subprocess.Popen[bytes], brokers: Sequence[int], idle_rate: float, port: int
+) -> FirstCollection:
+    """Our exporter's health once its first collection has succeeded (`process` just started), the seconds
+    until then, and the CPU it and the brokers used meanwhile: on this machine they share the cores."""
+    started, brokers_before = time.monotonic(), cpu_seconds(brokers)
     wait_until(lambda: health(port).get("last_success_timestamp_seconds", 0) > 0, 600, "first collection")
-    return health(port), time.monotonic() - started
+    wall = time.monotonic() - started
+    cpu = _cpu_over(cpu_seconds([process.pid]), cpu_seconds(brokers) - brokers_before, idle_rate, wall)
+    return FirstCollection(health(port), wall, cpu)
 
 
 def measure_ours(
-    size: Size, bootstrap: str, workdir: Path, args: argparse.Namespace
+    size: Size, bootstrap: str, brokers: Sequence[int], workdir: Path, args: argparse.Namespace
 ) -> tuple[dict[str, Any], str]:
     port = free_port()
     command = our_command(size, bootstrap, port, "--refresh-interval", str(args.refresh_interval))
     log_path = workdir / f"ours-p{size.partitions}-g{size.groups}.log"
+    idle_rate = idle_cpu_rate(brokers)
     with child(command, log_path) as process:
-        first, to_first = first_collection(port)
+        started = first_collection(process, brokers, idle_rate, port)
+        first = started.health
         cycles: list[float] = []
         last = first["last_success_timestamp_seconds"]
+        cpu_before = cpu_seconds([process.pid]), cpu_seconds(brokers), time.monotonic()
         for _ in range(args.cycles):
 
             def next_cycle() -> bool:
@@ -75,6 +109,16 @@ def measure_ours(
                 return False
 
             wait_until(next_cycle, 10 * args.refresh_interval + 600, "the next collection")
+        intervals = max(1, len(cycles))
+        cpu_per_cycle = {
+            name: value / intervals
+            for name, value in _cpu_over(
+                cpu_seconds([process.pid]) - cpu_before[0],
+                cpu_seconds(brokers) - cpu_before[1],
+                idle_rate,
+                time.monotonic() - cpu_before[2],
+            ).items()
+        }
         timings: list[float] = []
         wire = 0
         for _ in range(args.scrapes):
@@ -88,8 +132,12 @@ def measure_ours(
             raise RuntimeError(f"our exporter exited; see {log_path}")
     measured = {
         "first_collection_s": first["collection_duration_seconds"],
-        "start_to_first_snapshot_s": to_first,
+        "start_to_first_snapshot_s": started.wall_s,
+        "start_to_first_snapshot_cpu_s": started.cpu,
+        "brokers_idle_cpu_per_s": idle_rate,
         "warm_collections_s": cycles,
+        # per refresh interval, the waits between collections included
+        "warm_cpu_per_collection_s": cpu_per_cycle,
         "warm_collection_median_s": statistics.median(cycles) if cycles else None,
         **latency_summary(timings),
         "scrape_ms": [round(1000 * seconds, 2) for seconds in timings],
@@ -100,18 +148,22 @@ def measure_ours(
     return measured, body
 
 
-def measure_restart(size: Size, bootstrap: str, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+def measure_restart(
+    size: Size, bootstrap: str, brokers: Sequence[int], workdir: Path, args: argparse.Namespace
+) -> dict[str, Any]:
     """Our exporter's first collection once more, from a new process, after both exporters have read the
     cluster: an exporter restarted beside brokers that already serve fetches (the first measurement's brokers
     had just been loaded and had never served a fetch or a ListOffsets for these partitions)."""
     port = free_port()
     command = our_command(size, bootstrap, port, "--refresh-interval", str(args.refresh_interval))
+    idle_rate = idle_cpu_rate(brokers)
     with child(command, workdir / f"ours-restart-p{size.partitions}-g{size.groups}.log") as process:
-        first, to_first = first_collection(port)
+        started = first_collection(process, brokers, idle_rate, port)
         memory = memory_mb(process.pid)
     return {
-        "first_collection_s": first["collection_duration_seconds"],
-        "start_to_first_snapshot_s": to_first,
+        "first_collection_s": started.health["collection_duration_seconds"],
+        "start_to_first_snapshot_s": started.wall_s,
+        "start_to_first_snapshot_cpu_s": started.cpu,
         "peak_rss_mb": memory["peak_rss_mb"],
     }
 
@@ -262,6 +314,7 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {theirs['rss_mb']:.0f} / {theirs['peak_rss_mb']:.0f} MB "
             f"| {agree['equal']:,} / {agree['compared']:,} |"
         )
+    lines += ["", *cpu_table(result["points"])]
     verdict = result["goals"]
     if verdict["evaluated"]:
 
@@ -280,6 +333,36 @@ def markdown(result: dict[str, Any]) -> str:
             + " where both report them.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def cpu_table(points: list[dict[str, Any]]) -> list[str]:
+    """Where the time of our collections went on this machine, whose cores the brokers share: wall time,
+    the exporter's CPU (its start-up included) and the brokers' CPU above what they use idle, from the start
+    to the first snapshot and per warm refresh interval."""
+    lines = [
+        "| partitions x groups | start to first snapshot: wall / exporter CPU / brokers' CPU above idle "
+        "| the same, restarted | per warm refresh interval: exporter CPU / brokers' CPU above idle |",
+        "|---|---|---|---|",
+    ]
+
+    def span(measured: dict[str, Any]) -> str:
+        cpu = measured.get("start_to_first_snapshot_cpu_s")
+        if cpu is None:
+            return "-"
+        wall = measured["start_to_first_snapshot_s"]
+        return f"{wall:.2f} / {cpu['exporter_s']:.2f} / {cpu['brokers_above_idle_s']:.2f} s"
+
+    for point in points:
+        ours = point["ours"]
+        warm = ours.get("warm_cpu_per_collection_s")
+        per_interval = (
+            "-" if warm is None else f"{warm['exporter_s']:.2f} / {warm['brokers_above_idle_s']:.2f} s"
+        )
+        lines.append(
+            f"| {point['partitions']:,} x {point['groups']} | {span(ours)} | {span(ours.get('restart', {}))} "
+            f"| {per_interval} |"
+        )
+    return lines
 
 
 def peer_latency(theirs: dict[str, Any]) -> str:

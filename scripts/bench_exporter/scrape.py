@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import os
 import re
 import statistics
 import subprocess
@@ -54,6 +55,16 @@ def memory_mb(pid: int) -> dict[str, float]:
         if key in ("VmRSS", "VmHWM"):
             values["rss_mb" if key == "VmRSS" else "peak_rss_mb"] = int(rest.split()[0]) / 1024
     return values
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User and system CPU time the processes have used so far, all their threads, in seconds."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (proc(5): fields 14 and 15)
+    return total / ticks
 
 
 @dataclass(frozen=True)

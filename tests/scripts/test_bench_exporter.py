@@ -7,6 +7,9 @@ import argparse
 import itertools
 import json
 import re
+import subprocess
+import sys
+import time
 from collections import Counter
 from typing import Any
 
@@ -22,7 +25,8 @@ from scripts.bench_exporter.load import (
     topic_name,
 )
 from scripts.bench_exporter.main import DEFAULT_SIZES, command_line, parse_sizes, raw_path, sizes_of
-from scripts.bench_exporter.measure import GOAL_GROUPS, GOAL_PARTITIONS, goals, peer_latency
+from scripts.bench_exporter.measure import GOAL_GROUPS, GOAL_PARTITIONS, cpu_table, goals, peer_latency
+from scripts.bench_exporter.scrape import cpu_seconds
 
 
 def test_at_50000_partitions_and_500_groups_every_topic_has_three_readers() -> None:
@@ -135,6 +139,30 @@ def test_goals_are_judged_at_50000_x_500() -> None:
     unanswered = point(50_000, 500, 200.0, 249.0)
     unanswered["agreement"] = {"different": 0, "compared": 0}
     assert goals([unanswered])["lag_agrees"] is None  # kafka_exporter gave nothing to compare
+
+
+def test_cpu_seconds_count_what_processes_used_not_how_long_they_lived() -> None:
+    busy = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\n"
+    busy += "time.sleep(30)"
+    spinning = subprocess.Popen([sys.executable, "-c", busy])
+    sleeping = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        started = time.monotonic()
+        time.sleep(2.0)
+        both, idle = cpu_seconds([spinning.pid, sleeping.pid]), cpu_seconds([sleeping.pid])
+        assert 0.6 <= both - idle <= 1.0 + 0.2 * (time.monotonic() - started)  # the spin, its start-up
+        assert idle < 0.5  # a Python start-up, then asleep
+    finally:
+        for process in (spinning, sleeping):
+            process.kill()
+            process.wait()
+    measured = {
+        "start_to_first_snapshot_s": 8.5,
+        "start_to_first_snapshot_cpu_s": {"exporter_s": 6.25, "brokers_s": 8.0, "brokers_above_idle_s": 5.5},
+        "warm_cpu_per_collection_s": {"exporter_s": 3.0, "brokers_s": 4.5, "brokers_above_idle_s": 1.5},
+    }
+    rows = cpu_table([{"partitions": 50_000, "groups": 500, "ours": measured}])
+    assert rows[-1] == "| 50,000 x 500 | 8.50 / 6.25 / 5.50 s | - | 3.00 / 1.50 s |"
 
 
 def test_a_peer_that_stops_answering_is_reported_as_such() -> None:
