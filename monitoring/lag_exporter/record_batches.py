@@ -172,7 +172,7 @@ def fetch_requests(
     turn (each leader's first request, then each one's second, ...) so that a window of requests in flight
     keeps every leader busy. A partition needing more than the usual bytes goes first: the broker returns
     the first batch of the first partition whole, whatever the limits."""
-    by_leader: dict[int, list[dict[str, list[Any]]]] = {}
+    by_leader: dict[int, list[dict[str, list[_FetchAt]]]] = {}
     counts: dict[int, int] = {}  # partitions in each leader's requests so far
     for tp in sorted(position, key=lambda tp: tp not in fetch_bytes) if fetch_bytes else position:
         topic, partition = tp
@@ -183,39 +183,83 @@ def fetch_requests(
             chunks.append({})
         counts[leader] = count + 1
         chunks[-1].setdefault(topic, []).append(
-            FetchRequest.FetchTopic.FetchPartition(
-                partition=partition,
-                current_leader_epoch=-1,
-                fetch_offset=position[tp],
-                last_fetched_epoch=-1,
-                log_start_offset=-1,
-                partition_max_bytes=fetch_bytes.get(tp, _PARTITION_FETCH_BYTES),
-            )
+            (partition, position[tp], fetch_bytes.get(tp, _PARTITION_FETCH_BYTES))
         )
     turns = max(map(len, by_leader.values()), default=0)
     return [
-        (leader, _fetch_request(chunks[turn]))
+        (leader, _FetchRequest(chunks[turn]))
         for turn in range(turns)
         for leader, chunks in by_leader.items()
         if turn < len(chunks)
     ]
 
 
-def _fetch_request(topics: Mapping[str, list[Any]]) -> Any:
-    return FetchRequest(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=1,
-        max_bytes=_RESPONSE_FETCH_BYTES,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,  # no fetch session
-        topics=[FetchRequest.FetchTopic(topic=topic, partitions=parts) for topic, parts in topics.items()],
-        forgotten_topics_data=[],
-        rack_id="",
-        min_version=4,
-        max_version=_FETCH_MAX_VERSION,
+_FetchAt = tuple[int, int, int]  # partition, offset, most bytes
+_FLEXIBLE_FETCH = 12  # compact arrays and strings, tagged fields; the last version naming topics too
+_FETCH_HEAD = struct.Struct(">iiiibii")  # replica, max wait, min bytes, max bytes, isolation, session, epoch
+# partition, current leader epoch, offset, last fetched epoch, log start offset, most bytes, no tagged fields
+_FETCH_PARTITION = struct.Struct(">iiqiqiB")
+
+
+class _FetchRequest(FetchRequest, init=False):  # type: ignore[misc,call-arg]
+    """kafka-python's FetchRequest (versions 4-12) of these partitions, without a fetch session, its body
+    encoded in one pass of `struct` in version 12 (Kafka 2.7 and later): kafka-python made an object per
+    partition and encoded each field through generic code, 0.36 s of a first collection at 50,000
+    partitions. Older versions go through kafka-python's own encoding."""
+
+    def __init__(self, topics: Mapping[str, list[_FetchAt]]) -> None:
+        super().__init__(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=_RESPONSE_FETCH_BYTES,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,  # no fetch session
+            topics=[],
+            forgotten_topics_data=[],
+            rack_id="",
+            min_version=4,
+            max_version=_FETCH_MAX_VERSION,
+        )
+        self.partitions_at = topics
+
+    def encode(self, version: int | None = None, header: bool = False, framed: bool = False) -> bytes:
+        if version is not None:
+            self.API_VERSION = version
+        if self.API_VERSION != _FLEXIBLE_FETCH:
+            self.topics = [
+                FetchRequest.FetchTopic(topic=topic, partitions=[_fetch_partition(*at) for at in partitions])
+                for topic, partitions in self.partitions_at.items()
+            ]
+            encoded: bytes = super().encode(header=header, framed=framed)
+            return encoded
+        data = (self.encode_header(flexible=True) if header else b"") + _fetch_body(self.partitions_at)
+        return len(data).to_bytes(4, "big") + data if framed else data
+
+
+def _fetch_partition(partition: int, offset: int, most_bytes: int) -> Any:
+    return FetchRequest.FetchTopic.FetchPartition(
+        partition=partition,
+        current_leader_epoch=-1,
+        fetch_offset=offset,
+        last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=most_bytes,
     )
+
+
+def _fetch_body(topics: Mapping[str, list[_FetchAt]]) -> bytes:
+    """A FetchRequest v12 body of the fields `_FetchRequest` sets (no forgotten topics, rack, cluster id)."""
+    pack = _FETCH_PARTITION.pack
+    parts = [_FETCH_HEAD.pack(-1, 0, 1, _RESPONSE_FETCH_BYTES, 0, 0, -1), _uvarint(len(topics) + 1)]
+    for topic, partitions in topics.items():
+        encoded = topic.encode()
+        parts += (_uvarint(len(encoded) + 1), encoded, _uvarint(len(partitions) + 1))
+        parts += [pack(partition, -1, offset, -1, -1, most, 0) for partition, offset, most in partitions]
+        parts.append(b"\x00")  # the topic's tagged fields
+    parts.append(b"\x01\x01\x00")  # no forgotten topics, an empty rack id, no tagged fields
+    return b"".join(parts)
 
 
 _LIST_OFFSETS_PARTITION = struct.Struct(">iiqB")  # index, current leader epoch, timestamp, no tagged fields

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from kafka.future import Future
-from kafka.protocol.consumer import ListOffsetsRequest, OffsetSpec
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetSpec
 from kafka.record import MemoryRecords, MemoryRecordsBuilder
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.exposition import generate_latest
@@ -330,7 +330,10 @@ def test_fetch_requests_ask_for_every_partition_taking_the_leaders_in_turn() -> 
     position = {(f"t{index // 10}", index % 10): index for index in range(2_500)}
     leaders = {tp: 1 if index < 2_100 else 2 for index, tp in enumerate(position)}
     big = ("t150", 0)  # leader 1's 1,501st
-    requests = fetch_requests(position, leaders, {big: 1_000_000})
+    requests = [
+        (leader, FetchRequest.decode(request.encode(version=12), version=12))  # as sent to the brokers
+        for leader, request in fetch_requests(position, leaders, {big: 1_000_000})
+    ]
     assert [leader for leader, _ in requests] == [1, 2, 1, 1]
     asked: dict[tuple[str, int], tuple[int, int, int]] = {}
     for number, (leader, request) in enumerate(requests):
@@ -372,6 +375,44 @@ def _drive(coroutine: Any, brokers: _Brokers) -> None:
             waited = coroutine.send(None)
     except StopIteration:
         pass
+
+
+def test_fetch_requests_are_byte_for_byte_what_kafka_python_encodes_in_every_version() -> None:
+    position = {
+        (f"t{index // 300}" + "x" * (200 if index < 300 else 0), index % 300): 7 * index
+        for index in range(900)
+    }
+    fetch_bytes = {("t2", 5): 3_000_000}
+    [(_, ours)] = fetch_requests(position, dict.fromkeys(position, 1), fetch_bytes)
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), offset in sorted(position.items(), key=lambda item: item[0] not in fetch_bytes):
+        by_topic.setdefault(topic, []).append(
+            FetchRequest.FetchTopic.FetchPartition(
+                partition=partition,
+                current_leader_epoch=-1,
+                fetch_offset=offset,
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=fetch_bytes.get((topic, partition), 64 * 1024),
+            )
+        )
+    reference = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=4 * 1024 * 1024,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=parts) for topic, parts in by_topic.items()],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    for version in range(4, 13):
+        for request in (reference, ours):
+            request.API_VERSION = version
+            request.with_header(correlation_id=41, client_id="streamstack-lag-exporter")
+        assert ours.encode(header=True, framed=True) == reference.encode(header=True, framed=True), version
 
 
 @pytest.mark.parametrize("spec", [OffsetSpec.LATEST, OffsetSpec.EARLIEST])
