@@ -12,6 +12,9 @@ the largest size: three for 50,000 partitions here, see cluster.py):
      `streamstack_lag_records{group,topic,partition}`, at rest (nothing produces or commits meanwhile);
   4. ours once more, a new process, for its first collection: an exporter restarted beside brokers that
      have served fetches before (those of step 1 had just been loaded).
+In steps 1 and 4 also the CPU the exporter and the brokers used from the exporter's start to its first
+snapshot, and in step 1 per warm refresh interval; the brokers' counted above their idle rate, measured just
+before: they share the machine's cores with the exporter.
 A scrape is what Prometheus 2.42 sends (its Accept header, `Accept-Encoding: gzip`) on a new connection,
 timed from the request to the last byte of the body.
 
