@@ -2,7 +2,9 @@
 
 - `fetch_requests`: raw FetchRequests (up to 1,000 partitions each, 64 KiB per partition and 4 MiB per
   response, the leaders in turn), for reading the timestamps of records at given offsets without a consumer.
-- `list_offsets_request`: a ListOffsetsRequest encoded here, byte for byte what kafka-python encodes.
+- `list_offsets_request`: a ListOffsetsRequest for one spec. Both requests are kafka-python's, their bodies
+  encoded here in the flexible versions Kafka has spoken since 2.5 and 2.7, byte for byte what kafka-python
+  encodes.
 - `scan_records`: the record batches of one partition's answer, decoded only up to the offsets asked for
   (message formats v0-v2; compressed v2 batches through kafka-python).
 - `parse_commit_key`: the (group, topic, partition) of an OffsetCommit key of `__consumer_offsets`.
@@ -222,20 +224,19 @@ class _FetchRequest(FetchRequest, init=False):  # type: ignore[misc,call-arg]
             min_version=4,
             max_version=_FETCH_MAX_VERSION,
         )
-        self.partitions_at = topics
+        self._partitions = topics
 
     def encode(self, version: int | None = None, header: bool = False, framed: bool = False) -> bytes:
         if version is not None:
             self.API_VERSION = version
-        if self.API_VERSION != _FLEXIBLE_FETCH:
-            self.topics = [
-                FetchRequest.FetchTopic(topic=topic, partitions=[_fetch_partition(*at) for at in partitions])
-                for topic, partitions in self.partitions_at.items()
-            ]
-            encoded: bytes = super().encode(header=header, framed=framed)
-            return encoded
-        data = (self.encode_header(flexible=True) if header else b"") + _fetch_body(self.partitions_at)
-        return len(data).to_bytes(4, "big") + data if framed else data
+        if self.API_VERSION == _FLEXIBLE_FETCH:
+            return _with_header(self, _fetch_body(self._partitions), header, framed)
+        self.topics = [
+            FetchRequest.FetchTopic(topic=topic, partitions=[_fetch_partition(*at) for at in partitions])
+            for topic, partitions in self._partitions.items()
+        ]
+        encoded: bytes = super().encode(header=header, framed=framed)
+        return encoded
 
 
 def _fetch_partition(partition: int, offset: int, most_bytes: int) -> Any:
@@ -285,21 +286,18 @@ class _ListOffsetsRequest(ListOffsetsRequest, init=False):  # type: ignore[misc,
     def encode(self, version: int | None = None, header: bool = False, framed: bool = False) -> bytes:
         if version is not None:
             self.API_VERSION = version
-        if self.API_VERSION is None or self.API_VERSION < _FLEXIBLE_LIST_OFFSETS:
-            partition = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
-            self.topics = [
-                ListOffsetsRequest.ListOffsetsTopic(
-                    name=name,
-                    partitions=[partition(partition_index=i, timestamp=self._spec) for i in indexes],
-                )
-                for name, indexes in self._partitions.items()
-            ]
-            encoded: bytes = super().encode(header=header, framed=framed)
-            return encoded
-        data = (self.encode_header(flexible=True) if header else b"") + _list_offsets_body(
-            self._partitions, self._spec, self.API_VERSION
-        )
-        return len(data).to_bytes(4, "big") + data if framed else data
+        if self.API_VERSION is not None and self.API_VERSION >= _FLEXIBLE_LIST_OFFSETS:
+            body = _list_offsets_body(self._partitions, self._spec, self.API_VERSION)
+            return _with_header(self, body, header, framed)
+        partition = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
+        self.topics = [
+            ListOffsetsRequest.ListOffsetsTopic(
+                name=name, partitions=[partition(partition_index=i, timestamp=self._spec) for i in indexes]
+            )
+            for name, indexes in self._partitions.items()
+        ]
+        encoded: bytes = super().encode(header=header, framed=framed)
+        return encoded
 
 
 def list_offsets_request(topics: Mapping[str, list[int]], spec: OffsetSpec) -> Any:
@@ -320,6 +318,13 @@ def _list_offsets_body(topics: Mapping[str, list[int]], spec: int, version: int)
         parts.append(b"\x00\x00\x00\x00")  # timeout (for tiered storage): 0, as kafka-python sends
     parts.append(b"\x00")
     return b"".join(parts)
+
+
+def _with_header(request: Any, body: bytes, header: bool, framed: bool) -> bytes:
+    """`body` as kafka-python's `encode` returns it for a flexible version: after the request's header
+    (version 2) if asked for, after its length if framed."""
+    data = request.encode_header(flexible=True) + body if header else body
+    return len(data).to_bytes(4, "big") + data if framed else data
 
 
 def _uvarint(value: int) -> bytes:
