@@ -14,9 +14,11 @@ the largest size: three for 50,000 partitions here, see cluster.py):
      have served fetches before (those of step 1 had just been loaded).
 In steps 1 and 4 also the CPU the exporter and the brokers used from the exporter's start to its first
 snapshot, and in step 1 per warm refresh interval; the brokers' counted above their idle rate, measured just
-before: they share the machine's cores with the exporter.
+before: they share the machine's cores with the exporter. Over the first snapshot the brokers' CPU is also
+split by kind of thread: HotSpot's JIT compilers, its garbage collection and safepoints, the rest.
 A scrape is what Prometheus 2.42 sends (its Accept header, `Accept-Encoding: gzip`) on a new connection,
-timed from the request to the last byte of the body.
+timed from the request to the last byte of the body; only the last body is decompressed (for the lag
+comparison), not every one the latency is measured on.
 
 Layout: topics of 10 partitions (P/10 topics). Every topic is read by 3 consumer groups (1 when there is a
 single group); a group reads a contiguous share of the topics, at least one: group g of G reads topics

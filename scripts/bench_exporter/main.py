@@ -192,11 +192,26 @@ def machine() -> dict[str, Any]:
     )
     return {
         "cpus": os.cpu_count(),
+        **_cpu_model(),
         "memory_mb": memory,
         "load_average": os.getloadavg(),
         "kernel": platform.release(),
         "python": platform.python_version(),
     }
+
+
+def _cpu_model() -> dict[str, Any]:
+    """The first CPU's model name and clock from /proc/cpuinfo, so that runs on different machines of the
+    same size can be told apart."""
+    info: dict[str, Any] = {}
+    cpuinfo = Path("/proc/cpuinfo")
+    for line in cpuinfo.read_text().splitlines() if cpuinfo.exists() else []:
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "model name" and "cpu_model" not in info:
+            info["cpu_model"] = value
+        elif key == "cpu MHz" and "cpu_mhz" not in info:
+            info["cpu_mhz"] = float(value)
+    return info
 
 
 def versions(runtimes: Any) -> dict[str, str]:

@@ -17,6 +17,8 @@ from typing import Any
 
 from scripts.bench_exporter.load import Size
 from scripts.bench_exporter.scrape import (
+    Scrape,
+    ThreadCpu,
     child,
     cpu_seconds,
     health,
@@ -76,11 +78,20 @@ def first_collection(
     process: subprocess.Popen[bytes], brokers: Sequence[int], idle_rate: float, port: int
 ) -> FirstCollection:
     """Our exporter's health once its first collection has succeeded (`process` just started), the seconds
-    until then, and the CPU it and the brokers used meanwhile: on this machine they share the cores."""
-    started, brokers_before = time.monotonic(), cpu_seconds(brokers)
-    wait_until(lambda: health(port).get("last_success_timestamp_seconds", 0) > 0, 600, "first collection")
+    until then, and the CPU it and the brokers used meanwhile: on this machine they share the cores. The
+    brokers' CPU is also split by kind of thread: right after the load most of their extra CPU went to the
+    JIT compiling the code that serves these requests for the first time."""
+    started, brokers_cpu = time.monotonic(), ThreadCpu(brokers)
+
+    def first_snapshot() -> bool:
+        brokers_cpu.sample()
+        return health(port).get("last_success_timestamp_seconds", 0) > 0
+
+    wait_until(first_snapshot, 600, "first collection")
     wall = time.monotonic() - started
-    cpu = _cpu_over(cpu_seconds([process.pid]), cpu_seconds(brokers) - brokers_before, idle_rate, wall)
+    by_kind = brokers_cpu.by_kind()
+    cpu = _cpu_over(cpu_seconds([process.pid]), sum(by_kind.values()), idle_rate, wall)
+    cpu.update({f"brokers_{kind}_s": seconds for kind, seconds in by_kind.items()})
     return FirstCollection(health(port), wall, cpu)
 
 
@@ -207,8 +218,7 @@ def measure_kafka_exporter(
             lambda: scrape(port, "/", timeout=5, like_prometheus=False) is not None, 60, "kafka_exporter"
         )
         timings: list[float] = []
-        body = ""
-        wire = 0
+        last: Scrape | None = None
         budget_end = time.monotonic() + args.peer_budget
         started = time.monotonic()
         while len(timings) < args.scrapes and (len(timings) < 2 or time.monotonic() < budget_end):
@@ -223,14 +233,16 @@ def measure_kafka_exporter(
                     "scrapes": len(timings),
                     **(latency_summary(timings) if timings else {}),
                     **memory,
-                }, body
+                }, ("" if last is None else last.body)
             timings.append(result.seconds)
-            body, wire = result.body, result.wire_bytes
+            last = result
             started = time.monotonic()
             time.sleep(args.scrape_gap)
         memory = memory_mb(process.pid)
         if process.poll() is not None:
             raise RuntimeError(f"kafka_exporter exited; see {log_path}")
+    body = "" if last is None else last.body
+    wire = 0 if last is None else last.wire_bytes
     return {
         "answered": True,
         **latency_summary(timings),
@@ -337,11 +349,13 @@ def markdown(result: dict[str, Any]) -> str:
 
 def cpu_table(points: list[dict[str, Any]]) -> list[str]:
     """Where the time of our collections went on this machine, whose cores the brokers share: wall time,
-    the exporter's CPU (its start-up included) and the brokers' CPU above what they use idle, from the start
-    to the first snapshot and per warm refresh interval."""
+    the exporter's CPU (its start-up included) and the brokers' CPU above what they use idle (and how much of
+    the brokers' CPU their JIT compiler threads took), from the start to the first snapshot and per warm
+    refresh interval."""
     lines = [
         "| partitions x groups | start to first snapshot: wall / exporter CPU / brokers' CPU above idle "
-        "| the same, restarted | per warm refresh interval: exporter CPU / brokers' CPU above idle |",
+        "(brokers' JIT) | the same, restarted | per warm refresh interval: exporter CPU / brokers' CPU above "
+        "idle |",
         "|---|---|---|---|",
     ]
 
@@ -350,7 +364,8 @@ def cpu_table(points: list[dict[str, Any]]) -> list[str]:
         if cpu is None:
             return "-"
         wall = measured["start_to_first_snapshot_s"]
-        return f"{wall:.2f} / {cpu['exporter_s']:.2f} / {cpu['brokers_above_idle_s']:.2f} s"
+        jit = f" ({cpu['brokers_jit_s']:.2f} s JIT)" if "brokers_jit_s" in cpu else ""
+        return f"{wall:.2f} / {cpu['exporter_s']:.2f} / {cpu['brokers_above_idle_s']:.2f} s{jit}"
 
     for point in points:
         ours = point["ours"]
