@@ -73,8 +73,9 @@ _GC_THREADS = ("GC Thread", "G1 ", "VM Thread")
 
 
 def thread_kind(name: str) -> str:
-    """ "jit" for HotSpot's JIT compiler threads, "gc" for its garbage collection and safepoint threads,
-    "other" for the rest (in a broker: the network and request handler threads, its schedulers)."""
+    """The kind of a thread by its name: "jit" for HotSpot's JIT compiler threads, "gc" for its garbage
+    collection and safepoint threads, "other" for the rest (in a broker: the network and request handler
+    threads, its schedulers)."""
     if name.startswith(_JIT_THREADS):
         return "jit"
     if name.startswith(_GC_THREADS):

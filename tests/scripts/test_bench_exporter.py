@@ -221,7 +221,6 @@ def test_thread_cpu_tells_the_jit_from_the_work_of_a_real_jvm(tmp_path: Any) -> 
         jvm.wait()
     assert by_kind["jit"] > 0.1, by_kind
     assert by_kind["other"] > 1.0, by_kind  # javac, then the 1.5 s loop on the main thread
-    assert by_kind["gc"] >= 0.0
     assert sum(by_kind.values()) == pytest.approx(total, abs=0.02)
 
 
