@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from scripts.jvm_threads import thread_kind, threads_cpu_seconds
 from streamstack.local.ports import LOOPBACK
 from streamstack.paths import REPO_ROOT
 
@@ -67,36 +68,13 @@ def cpu_seconds(pids: Sequence[int]) -> float:
     return total / ticks
 
 
-# HotSpot's thread names as /proc shows them (cut to 15 characters)
-_JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
-_GC_THREADS = ("GC Thread", "G1 ", "VM Thread")
-
-
-def thread_kind(name: str) -> str:
-    """The kind of a thread by its name: "jit" for HotSpot's JIT compiler threads, "gc" for its garbage
-    collection and safepoint threads, "other" for the rest (in a broker: the network and request handler
-    threads, its schedulers)."""
-    if name.startswith(_JIT_THREADS):
-        return "jit"
-    if name.startswith(_GC_THREADS):
-        return "gc"
-    return "other"
-
-
 def _threads(pids: Sequence[int]) -> dict[tuple[int, int], tuple[str, float]]:
     """{(pid, thread id): (kind, CPU seconds so far)} of the processes' live threads."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    found: dict[tuple[int, int], tuple[str, float]] = {}
-    for pid in pids:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            try:
-                stat = (task / "stat").read_text()
-            except (FileNotFoundError, ProcessLookupError):
-                continue  # ended meanwhile
-            name = stat[stat.index("(") + 1 : stat.rindex(")")]
-            fields = stat[stat.rindex(")") + 2 :].split()
-            found[(pid, int(task.name))] = (thread_kind(name), (int(fields[11]) + int(fields[12])) / ticks)
-    return found
+    return {
+        (pid, thread): (thread_kind(name), seconds)
+        for pid in pids
+        for thread, (name, seconds) in threads_cpu_seconds(pid).items()
+    }
 
 
 class ThreadCpu:

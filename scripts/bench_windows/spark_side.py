@@ -32,6 +32,7 @@ from jobs.common.progress import parse_spark_timestamp
 from jobs.common.schemas import decode_page_views
 from jobs.common.session import build_session
 from scripts.bench_windows.records import PARTITIONS, Counts, LivePageViews
+from scripts.jvm_threads import thread_kind, threads_cpu_seconds
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.local.ports import LOOPBACK
 
@@ -123,16 +124,11 @@ def jvm_pid() -> int:
 def compiler_threads_cpu_seconds(pid: int) -> dict[int, float]:
     """{thread id: utime + stime} of a HotSpot JVM's JIT compiler threads ("C1 CompilerThread0", "C2
     CompilerThread1", ...; /proc truncates names to 15 characters)."""
-    found: dict[int, float] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            stat = (task / "stat").read_text()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        if name.startswith(("C1 CompilerThre", "C2 CompilerThre")):
-            found[int(task.name)] = stat_cpu_seconds(stat)
-    return found
+    return {
+        thread: seconds
+        for thread, (name, seconds) in threads_cpu_seconds(pid).items()
+        if thread_kind(name) == "jit"
+    }
 
 
 class CpuSampler:

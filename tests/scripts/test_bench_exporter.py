@@ -30,7 +30,8 @@ from scripts.bench_exporter.load import (
 )
 from scripts.bench_exporter.main import DEFAULT_SIZES, command_line, parse_sizes, raw_path, sizes_of
 from scripts.bench_exporter.measure import GOAL_GROUPS, GOAL_PARTITIONS, cpu_table, goals, peer_latency
-from scripts.bench_exporter.scrape import ThreadCpu, cpu_seconds, scrape, thread_kind
+from scripts.bench_exporter.scrape import ThreadCpu, cpu_seconds, scrape
+from scripts.jvm_threads import thread_kind
 from streamstack.local.ports import LOOPBACK, free_port
 from streamstack.runtimes.locate import find_java
 
