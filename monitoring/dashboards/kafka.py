@@ -6,6 +6,7 @@ reporter (streamstack/local/kafka.py), so every panel has data locally and in a 
 
 from __future__ import annotations
 
+from contracts.metrics import PARTITION_STATUSES, STATUS_CODES
 from monitoring.dashboards.promql import GROUPS_OF_JOB, NAMESPACE, RATE_INTERVAL, per_group
 from monitoring.dashboards.spec import Dashboard, Panel, Row, Target, Variable
 
@@ -158,12 +159,14 @@ DASHBOARD = Dashboard(
                     "Partitions not OK by status",
                     "Partitions in each Burrow-style status other than OK: WARN (lag growing), STOP (no "
                     "commits while lagging), STALL (same offset committed while lagging), REWIND.",
-                    (
+                    tuple(
                         Target(
-                            "sum by (source, group, status) "
-                            f'(streamstack_lag_status{{{GROUPS_ON_TOPICS}, status!="OK"}})',
-                            "{{group}} ({{source}}) {{status}}",
-                        ),
+                            f"sum by (source, group) (streamstack_lag_status_code{{{GROUPS_ON_TOPICS}}}"
+                            f" == bool {STATUS_CODES[status]})",
+                            f"{{{{group}}}} ({{{{source}}}}) {status}",
+                        )
+                        for status in PARTITION_STATUSES
+                        if status != "OK"
                     ),
                 ),
                 Panel(

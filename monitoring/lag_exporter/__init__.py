@@ -20,8 +20,9 @@ loop), `collector` (Prometheus, /metrics), `main` (the HTTP entry point).
 Metrics (labels `source`, `group`, `topic`, `partition`; no `partition` with `--granularity topic`):
   streamstack_lag_committed_offset, streamstack_lag_records, streamstack_lag_seconds,
   streamstack_lag_consumed_records_per_second, streamstack_lag_catch_up_eta_seconds (+Inf: lagging and not
-  consuming), streamstack_lag_data_loss, streamstack_lag_lost_records,
-  streamstack_lag_status{status=OK|WARN|STOP|STALL|REWIND}, streamstack_lag_status_code.
+  consuming), streamstack_lag_data_loss, streamstack_lag_lost_records, streamstack_lag_status_code (1 OK,
+  2 WARN, 4 STOP, 5 STALL, 6 REWIND; a code, not a series per status: at 150,000 group-partitions a series
+  per status would be 750,000 series instead of 150,000, four fifths of them always 0).
 Per group (`source`, `group`): streamstack_lag_group_records, streamstack_lag_group_max_records,
   streamstack_lag_group_max_seconds, streamstack_lag_group_status{status=OK|WARN|ERR},
   streamstack_lag_group_status_code.

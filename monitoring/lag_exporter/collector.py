@@ -63,7 +63,7 @@ from monitoring.lag_exporter.snapshot import (
     Snapshot,
     map_in_chunks,
 )
-from monitoring.lag_exporter.status import GROUP_STATUSES, PARTITION_STATUSES, Status
+from monitoring.lag_exporter.status import GROUP_STATUSES, Status
 
 ERROR_KINDS = ("kafka", "group", "checkpoint", "timestamp", "commit_log", "internal")
 
@@ -142,11 +142,6 @@ _PARTITION_FAMILIES = (
         lambda r: 1 if r.data_loss else 0,
     ),
     _Family("lost_records", "Records deleted before the consumer processed them", lambda r: r.lost_records),
-    _Family(
-        "status",
-        "Burrow-style partition status: 1 for the current status (OK, WARN, STOP, STALL, REWIND)",
-        statuses=PARTITION_STATUSES,
-    ),
     _Family(
         STATUS_CODE,
         "Partition status as a number: OK 1, WARN 2, STOP 4, STALL 5, REWIND 6",
@@ -325,7 +320,7 @@ def _renderings(snapshot: Snapshot) -> list[_Rendering]:
             partition_labels,
             _PARTITION_FAMILIES,
             lambda family: _PARTITION_COLUMNS[family.name](columns),
-            columns.status.tolist(),
+            [],  # no status family per partition: its status is the code family alone
         )
     ]
     for table in _other_tables(snapshot, offsets=False):
@@ -376,7 +371,9 @@ def render_lag_text(snapshot: Snapshot, rows_per_chunk: int = 2000) -> Iterator[
         split = with_status.index("status")  # labels sorted before `status`, then those after
         labels = _label_texts([table.labels[i] for i in order])
         count = len(labels)
-        if split:  # where `status` goes: after the labels sorted before it and their commas
+        if not any(family.value is None for family in table.families):
+            cuts = []
+        elif split:  # where `status` goes: after the labels sorted before it and their commas
             cut = np.full(count, split, np.int64)
             for i in order[:split]:
                 pairs, index = table.labels[i]

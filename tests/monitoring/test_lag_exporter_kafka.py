@@ -30,6 +30,7 @@ from monitoring.lag_exporter.collector import ExporterHealth, LagCollector
 from monitoring.lag_exporter.config import CheckpointDir, ExporterConfig, NameFilter
 from monitoring.lag_exporter.kafka_reader import KafkaReader
 from monitoring.lag_exporter.loop import Refresher
+from monitoring.lag_exporter.status import Status
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.local.ports import free_port
 from streamstack.runtimes import Runtimes
@@ -68,11 +69,8 @@ class Exporter:
         return self.value(name, source=source, group=group, topic=topic, partition=str(partition))
 
     def status(self, group: str, topic: str, partition: int) -> str:
-        for candidate in ("OK", "WARN", "STOP", "STALL", "REWIND"):
-            labels = {"source": "group", "group": group, "topic": topic, "partition": str(partition)}
-            if self.value("streamstack_lag_status", **labels, status=candidate) == 1:
-                return candidate
-        return "absent"
+        code = self.partition("streamstack_lag_status_code", group, topic, partition)
+        return "absent" if code is None else Status(int(code)).name
 
     def group_status(self, group: str) -> str:
         for candidate in ("OK", "WARN", "ERR"):

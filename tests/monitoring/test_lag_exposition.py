@@ -198,7 +198,7 @@ def test_metrics_serves_the_lag_families_then_the_health_families_gzipped_or_not
     }
     labels = (("group", "g"), ("partition", "2"), ("source", "group"), ("topic", 't"2'))
     assert samples[("streamstack_lag_records", labels)] == 2_000_000
-    assert samples[("streamstack_lag_status", tuple(sorted((*labels, ("status", "WARN")))))] == 1
+    assert samples[("streamstack_lag_status_code", labels)] == Status.WARN.code
     assert samples[("streamstack_lag_exporter_collection_duration_seconds", ())] == 1.25
 
     latest[0] = Snapshot(taken_at=2.0, partitions=(_row("h", 0, 1, Status.OK),))
