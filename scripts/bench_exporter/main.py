@@ -83,7 +83,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         log(
                             f"  ours: cold {ours['first_collection_s']:.2f} s, warm "
                             f"{ours['warm_collection_median_s']:.2f} s, scrape p99 {ours['p99_ms']:.1f} ms, "
-                            f"peak RSS {ours['peak_rss_mb']:.0f} MB"
+                            f"peak RSS {ours['peak_rss_mb']:.0f} MB; scrapes by latency: "
+                            f"{ours['scrape_breakdown']}"
                         )
                         theirs, their_body = measure_kafka_exporter(size, bootstrap, binary, workdir, args)
                         log(

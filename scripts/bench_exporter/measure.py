@@ -21,11 +21,14 @@ from scripts.bench_exporter.scrape import (
     ThreadCpu,
     child,
     cpu_seconds,
+    cpu_ticks,
     health,
     latency_summary,
     memory_mb,
     samples,
     scrape,
+    scrape_breakdown,
+    ticks_between,
     wait_until,
 )
 from streamstack.local.ports import LOOPBACK, free_port
@@ -130,13 +133,18 @@ def measure_ours(
                 time.monotonic() - cpu_before[2],
             ).items()
         }
-        timings: list[float] = []
-        wire = 0
+        scrapes: list[Scrape] = []
+        ticks: list[tuple[int, int]] = []
         for _ in range(args.scrapes):
-            answer = scrape(port)
-            timings.append(answer.seconds)
-            wire = answer.wire_bytes
+            before = cpu_ticks()
+            scrapes.append(scrape(port))
+            ticks.append(ticks_between(before, cpu_ticks()))
             time.sleep(args.scrape_gap)
+        timings = [answer.seconds for answer in scrapes]
+        first_bytes = [round(1000 * answer.first_byte_seconds, 2) for answer in scrapes]
+        run_queue = [round(1000 * answer.run_queue_seconds, 2) for answer in scrapes]
+        wire = scrapes[-1].wire_bytes
+        del scrapes
         body = scrape(port, like_prometheus=False).body
         memory = memory_mb(process.pid)
         if process.poll() is not None:
@@ -152,6 +160,10 @@ def measure_ours(
         "warm_collection_median_s": statistics.median(cycles) if cycles else None,
         **latency_summary(timings),
         "scrape_ms": [round(1000 * seconds, 2) for seconds in timings],
+        "scrape_first_byte_ms": first_bytes,
+        "scrape_client_run_queue_ms": run_queue,
+        "scrape_cpu_ticks": ticks,  # (busy, all) jiffies of the machine's CPUs over each scrape
+        "scrape_breakdown": scrape_breakdown(timings, run_queue, ticks, GOAL_SCRAPE_P99_MS),
         "gzip_bytes": wire,
         "text_bytes": len(body.encode()),
         **memory,

@@ -102,11 +102,39 @@ class ThreadCpu:
         return {**used, "other": total - used["jit"] - used["gc"]}
 
 
+def thread_run_queue_seconds() -> float:
+    """How long the calling thread has waited on a run queue so far: runnable, but no CPU free for it
+    (`/proc/thread-self/schedstat`'s second field, in nanoseconds)."""
+    return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """(busy, all) jiffies of every CPU of the machine so far (`/proc/stat`'s `cpu` line; idle and iowait
+    are not busy)."""
+    fields = [int(field) for field in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+def ticks_between(before: tuple[int, int], after: tuple[int, int]) -> tuple[int, int]:
+    """(busy, all) jiffies that passed between two `cpu_ticks()`."""
+    return after[0] - before[0], after[1] - before[1]
+
+
+def busy_fraction(ticks: Sequence[tuple[int, int]]) -> float | None:
+    """The share of the machine's CPU time that was busy over spans of (busy, all) jiffies, summed before
+    dividing: a jiffy is 10 ms, so a 10 ms scrape alone says 0, 1 or nothing. None if no jiffy passed."""
+    busy, total = sum(span[0] for span in ticks), sum(span[1] for span in ticks)
+    return busy / total if total else None
+
+
 @dataclass(frozen=True)
 class Scrape:
     seconds: float
     raw: bytes  # as sent
     gzipped: bool
+    first_byte_seconds: float = 0.0  # until the response's headers were read
+    run_queue_seconds: float = 0.0  # of those seconds, the client's thread waited this long for a CPU
 
     @property
     def wire_bytes(self) -> int:
@@ -123,17 +151,20 @@ def scrape(port: int, path: str = "/metrics", timeout: float = 600, like_prometh
     connection = http.client.HTTPConnection(LOOPBACK, port, timeout=timeout)
     headers = {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"} if like_prometheus else {}
     started = time.perf_counter()
+    waited = thread_run_queue_seconds()
     try:
         connection.request("GET", path, headers=headers)
         response = connection.getresponse()
+        first_byte = time.perf_counter() - started
         raw = response.read()
+        waited = thread_run_queue_seconds() - waited
         elapsed = time.perf_counter() - started
         if response.status != 200:
             raise RuntimeError(f"GET {path} on port {port}: HTTP {response.status}")
         gzipped = response.getheader("Content-Encoding") == "gzip"
     finally:
         connection.close()
-    return Scrape(elapsed, raw, gzipped)
+    return Scrape(elapsed, raw, gzipped, first_byte, waited)
 
 
 def samples(body: str, name: str) -> Iterator[tuple[dict[str, str], float]]:
@@ -164,6 +195,27 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
             pass
         time.sleep(0.25)
     raise TimeoutError(f"{what} within {timeout:.0f} s")
+
+
+def scrape_breakdown(
+    seconds: Sequence[float], run_queue_ms: Sequence[float], ticks: Sequence[tuple[int, int]], over_ms: float
+) -> dict[str, dict[str, float | None]]:
+    """The scrapes over `over_ms` and the rest: how many, their median latency, the median time the client's
+    thread waited for a CPU in them, and how busy the machine's CPUs were over them."""
+    parts: dict[str, list[int]] = {"over": [], "rest": []}
+    for index, elapsed in enumerate(seconds):
+        parts["over" if 1000 * elapsed > over_ms else "rest"].append(index)
+    breakdown: dict[str, dict[str, float | None]] = {}
+    for name, indexes in parts.items():
+        if indexes:
+            busy = busy_fraction([ticks[i] for i in indexes])
+            breakdown[name] = {
+                "scrapes": len(indexes),
+                "median_ms": round(statistics.median(1000 * seconds[i] for i in indexes), 2),
+                "median_client_run_queue_ms": round(statistics.median(run_queue_ms[i] for i in indexes), 2),
+                "cpus_busy": None if busy is None else round(busy, 3),
+            }
+    return breakdown
 
 
 def latency_summary(seconds: Sequence[float]) -> dict[str, float]:

@@ -8,6 +8,7 @@ import gzip
 import http.server
 import itertools
 import json
+import os
 import re
 import select
 import subprocess
@@ -30,7 +31,16 @@ from scripts.bench_exporter.load import (
 )
 from scripts.bench_exporter.main import DEFAULT_SIZES, command_line, parse_sizes, raw_path, sizes_of
 from scripts.bench_exporter.measure import GOAL_GROUPS, GOAL_PARTITIONS, cpu_table, goals, peer_latency
-from scripts.bench_exporter.scrape import ThreadCpu, cpu_seconds, scrape
+from scripts.bench_exporter.scrape import (
+    Scrape,
+    ThreadCpu,
+    busy_fraction,
+    cpu_seconds,
+    cpu_ticks,
+    scrape,
+    scrape_breakdown,
+    ticks_between,
+)
 from scripts.jvm_threads import thread_kind
 from streamstack.local.ports import LOOPBACK, free_port
 from streamstack.runtimes.locate import find_java
@@ -267,6 +277,74 @@ def test_a_scrape_keeps_the_bytes_sent_and_decompresses_only_when_its_text_is_as
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+class _BulkHandler(http.server.BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet."""
+
+
+_SPIN_ON_CPU_0 = "import os\nos.sched_setaffinity(0, {0})\nwhile True:\n    pass\n"
+
+
+def test_a_scrape_tells_the_clients_wait_for_a_cpu_from_the_rest_of_its_time() -> None:
+    """The client's thread and two spinning processes share one CPU: reading a 40 MB answer, the client is
+    runnable for much of the scrape without a CPU, and the scrape says how long. The machine's CPUs are
+    busy at least that one CPU's worth meanwhile (in ticks of 10 ms: the answer is large enough for ~15)."""
+    _BulkHandler.body = os.urandom(100_000_000)
+    server = http.server.ThreadingHTTPServer((LOOPBACK, free_port()), _BulkHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    spinners: list[subprocess.Popen[bytes]] = []
+    answers: list[Scrape] = []
+    ticks: list[tuple[int, int]] = []
+
+    def pinned() -> None:  # affinity is a thread's own: only this thread and the spinners share CPU 0
+        os.sched_setaffinity(0, {0})
+        for _ in range(3):
+            before = cpu_ticks()
+            answers.append(scrape(server.server_address[1], "/bulk", like_prometheus=False))
+            ticks.append(ticks_between(before, cpu_ticks()))
+
+    try:
+        spinners = [subprocess.Popen([sys.executable, "-c", _SPIN_ON_CPU_0]) for _ in range(2)]
+        time.sleep(0.5)
+        client = threading.Thread(target=pinned)
+        client.start()
+        client.join()
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert [answer.wire_bytes for answer in answers] == [100_000_000] * 3
+    for answer in answers:
+        assert 0 < answer.first_byte_seconds < answer.seconds
+        assert 0.2 * answer.seconds < answer.run_queue_seconds < answer.seconds
+    busy = busy_fraction(ticks)
+    assert busy is not None and busy >= 0.8 / (os.cpu_count() or 1)
+
+
+def test_the_scrapes_over_the_goal_are_told_apart_from_the_rest() -> None:
+    ticks = [(1, 2), (0, 0), (4, 4), (3, 4)]  # a 10 ms scrape may see one jiffy of each CPU, or none
+    breakdown = scrape_breakdown([0.010, 0.012, 0.080, 0.060], [0.5, 1.5, 40.0, 20.0], ticks, 50)
+    assert breakdown == {
+        "over": {"scrapes": 2, "median_ms": 70.0, "median_client_run_queue_ms": 30.0, "cpus_busy": 0.875},
+        "rest": {"scrapes": 2, "median_ms": 11.0, "median_client_run_queue_ms": 1.0, "cpus_busy": 0.5},
+    }
+    assert scrape_breakdown([0.010], [0.0], [(0, 0)], 50) == {
+        "rest": {"scrapes": 1, "median_ms": 10.0, "median_client_run_queue_ms": 0.0, "cpus_busy": None}
+    }
 
 
 def test_a_peer_that_stops_answering_is_reported_as_such() -> None:
