@@ -492,11 +492,13 @@ class RenderedLag:
     def snapshot(self) -> Snapshot | None:
         return self.snapshot_ref()
 
-    def gzip_with(self, tail: bytes) -> bytes:
-        """The whole gzip member: the lag text followed by `tail`."""
+    def gzip_with(self, tail: bytes) -> list[bytes]:
+        """The whole gzip member in two parts, sent one after the other: the kept stream of the lag text,
+        then `tail` compressed and the member's end. Joining them into one `bytes` copied the stream into
+        fresh memory at every scrape: at 50,000 partitions x 500 groups (6 MB) ~4 ms of page faults and
+        copying, most of the time to a scrape's first byte, with the GIL held."""
         compressor = self.compressor.copy()
-        whole: bytes = self.gzip_prefix + compressor.compress(tail) + compressor.flush()
-        return whole
+        return [self.gzip_prefix, compressor.compress(tail) + compressor.flush()]
 
     def text_chunks(self, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
         """The lag text, decompressed `chunk_bytes` at a time (the text is ~30 times the gzip stream)."""
@@ -617,7 +619,7 @@ def metrics_app(
         if rendered is None:
             body = [_gzip(health_text) if gzipped else health_text]
         elif gzipped:
-            body = [rendered.gzip_with(health_text)]
+            body = rendered.gzip_with(health_text)
         else:
             headers.append(("Content-Length", str(rendered.text_bytes + len(health_text))))
             start_response("200 OK", headers)
@@ -642,6 +644,10 @@ def _chain(chunks: Iterator[bytes], tail: bytes) -> Iterator[bytes]:
 
 
 class _SilentHandler(WSGIRequestHandler):
+    # the body goes out in several writes (the kept gzip stream, then its small end): without TCP_NODELAY
+    # the last one may wait for the client's delayed ACK (up to 40 ms on Linux), as in Go's servers
+    disable_nagle_algorithm = True
+
     def log_message(self, format: str, *args: Any) -> None:
         """No access log."""
 

@@ -5,6 +5,7 @@ reader that reads several offsets per partition once per collection."""
 from __future__ import annotations
 
 import gzip
+import http.client
 import io
 import math
 import random
@@ -14,6 +15,7 @@ import time
 import tracemalloc
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from socketserver import StreamRequestHandler
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,7 @@ from monitoring.lag_exporter.collector import (
     _compress_beside,
     metrics_app,
     render_lag_text,
+    start_metrics_server,
 )
 from monitoring.lag_exporter.config import ExporterConfig
 from monitoring.lag_exporter.kafka_reader import _send_windowed
@@ -57,6 +60,7 @@ from monitoring.lag_exporter.status import (
     consumption_rate,
     evaluate_partition,
 )
+from streamstack.local.ports import LOOPBACK, free_port
 from tests.monitoring.test_lag_units import TP, FakeKafka
 
 OPENMETRICS_ACCEPT = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
@@ -207,6 +211,42 @@ def test_metrics_serves_the_lag_families_then_the_health_families_gzipped_or_not
     status, headers, body = _get(app, query="name[]=streamstack_lag_exporter_up")
     assert body.decode().splitlines()[-1] == "streamstack_lag_exporter_up 1.0"
     assert b"streamstack_lag_records" not in body and b"duration" not in body  # health families asked for
+
+
+def test_a_gzip_scrape_sends_the_kept_stream_as_it_is_not_a_copy_of_it() -> None:
+    """Over HTTP from the exporter's own server: the answer is the kept gzip stream of the lag text, then
+    the health text's end, sent as two writes (with Nagle's algorithm off, so the second does not wait for
+    the client's delayed ACK). Joined into one `bytes` at every scrape, the 6 MB stream at 50,000 x 500
+    took ~4 ms of copying before the first byte, with the GIL held."""
+    health_registry, _ = _health()
+    snapshot = _snapshot()
+    exposition = LagExposition()
+    app = metrics_app(health_registry, exposition, lambda: snapshot)
+    sent: list[list[bytes]] = []
+
+    def recording(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        body = list(app(environ, start_response))
+        sent.append(body)
+        return body
+
+    server, thread = start_metrics_server(LOOPBACK, free_port(), recording)
+    try:
+        connection = http.client.HTTPConnection(LOOPBACK, server.server_address[1], timeout=30)
+        connection.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
+        response = connection.getresponse()
+        body = response.read()
+        connection.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert response.getheader("Content-Encoding") == "gzip"
+    lag_text = "".join(render_lag_text(snapshot)).encode()
+    assert gzip.decompress(body) == lag_text + generate_latest(health_registry)
+    assert sent[0][0] is exposition.prepare(snapshot).gzip_prefix and len(sent[0]) == 2
+    handler = server.RequestHandlerClass
+    assert isinstance(handler, type) and issubclass(handler, StreamRequestHandler)
+    assert handler.disable_nagle_algorithm is True
 
 
 def test_health_changes_between_snapshots_show_at_once() -> None:

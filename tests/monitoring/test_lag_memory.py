@@ -367,7 +367,7 @@ def test_a_rendering_does_not_keep_its_snapshot_alive() -> None:
         assert exposition.current(new) is rendered
     assert exposition.current(new).snapshot is new
     assert (
-        zlib.decompress(exposition.current(new).gzip_with(b""), wbits=31)
+        zlib.decompress(b"".join(exposition.current(new).gzip_with(b"")), wbits=31)
         == "".join(render_lag_text(new)).encode()
     )
 
