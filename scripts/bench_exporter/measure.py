@@ -400,11 +400,13 @@ def peer_latency(theirs: dict[str, Any]) -> str:
 
 
 def peer_binary(path: Path | None) -> Path:
-    """The kafka_exporter binary to compare with; fails with how to get one."""
-    if path is None or not os.access(path, os.X_OK):
+    """The kafka_exporter binary to compare with; fails with how to get one (an empty KAFKA_EXPORTER is the
+    current folder, which is executable too)."""
+    if path is None or not path.is_file() or not os.access(path, os.X_OK):
         raise SystemExit(
             f"error: --kafka-exporter {path}: not an executable. Build danielqsj/kafka_exporter v1.9.0 "
             "from a checkout of its repository (`go build -o kafka_exporter .`; the Go module proxy "
-            "refuses the module) and pass the binary."
+            "refuses the module) and pass the binary: "
+            "`make bench-exporter KAFKA_EXPORTER=/path/to/kafka_exporter`."
         )
     return path

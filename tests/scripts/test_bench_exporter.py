@@ -30,7 +30,14 @@ from scripts.bench_exporter.load import (
     topic_name,
 )
 from scripts.bench_exporter.main import DEFAULT_SIZES, command_line, parse_sizes, raw_path, sizes_of
-from scripts.bench_exporter.measure import GOAL_GROUPS, GOAL_PARTITIONS, cpu_table, goals, peer_latency
+from scripts.bench_exporter.measure import (
+    GOAL_GROUPS,
+    GOAL_PARTITIONS,
+    cpu_table,
+    goals,
+    peer_binary,
+    peer_latency,
+)
 from scripts.bench_exporter.scrape import (
     Scrape,
     ThreadCpu,
@@ -143,6 +150,18 @@ def point(
         },
         "agreement": {"different": different, "compared": 150_000 - different},
     }
+
+
+def test_a_kafka_exporter_that_is_no_executable_file_stops_the_run_with_how_to_get_it(tmp_path: Any) -> None:
+    # `make bench-exporter` without KAFKA_EXPORTER passes `--kafka-exporter ""`, which is the current folder
+    unset = command_line().parse_args(["--kafka-exporter", ""]).kafka_exporter
+    for path in (unset, tmp_path, tmp_path / "missing", None):
+        with pytest.raises(SystemExit, match="go build -o kafka_exporter"):
+            peer_binary(path)
+    binary = tmp_path / "kafka_exporter"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    assert peer_binary(binary) == binary
 
 
 def test_goals_are_judged_at_50000_x_500() -> None:
