@@ -68,7 +68,7 @@ bench-stateful: setup ## view-bursts and order-state (flatMapGroupsWithState, Ja
 bench-batch-cost: setup ## fixed cost per micro-batch, ~20 min: each lever alone and combined (BENCH_ARGS=flags)
 	$(BIN)/python -m scripts.bench_batch_cost $(BENCH_ARGS)
 
-bench-decode: setup ## decode micro-benchmark, ~5 min: scan vs SQL decoder vs JVM decoder, µs/record (BENCH_ARGS=flags)
+bench-decode: setup ## decode micro-benchmark, 1-6 min: scan vs SQL decoder vs JVM decoder, µs/record (BENCH_ARGS=flags)
 	$(BIN)/python -m scripts.bench_decode $(BENCH_ARGS)
 
 bench-exporter: setup ## the lag exporter beside kafka_exporter (KAFKA_EXPORTER=binary) up to 50,000 partitions x 500 groups, ~35 min (BENCH_ARGS=flags)
