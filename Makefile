@@ -71,7 +71,7 @@ bench-batch-cost: setup ## fixed cost per micro-batch, ~20 min: each lever alone
 bench-decode: setup ## decode micro-benchmark, 1-6 min: scan vs SQL decoder vs JVM decoder, µs/record (BENCH_ARGS=flags)
 	$(BIN)/python -m scripts.bench_decode $(BENCH_ARGS)
 
-bench-exporter: setup ## the lag exporter beside kafka_exporter (KAFKA_EXPORTER=binary) up to 50,000 partitions x 500 groups, ~35 min (BENCH_ARGS=flags)
+bench-exporter: setup ## the lag exporter beside kafka_exporter (KAFKA_EXPORTER=binary) up to 50,000 partitions x 500 groups, 23-35 min (BENCH_ARGS=flags)
 	$(BIN)/python -m scripts.bench_exporter --kafka-exporter "$(KAFKA_EXPORTER)" $(BENCH_ARGS)
 
 lock: $(STAMP) ## re-pin every Python package after changing pyproject.toml
