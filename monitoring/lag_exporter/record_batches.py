@@ -4,7 +4,10 @@
   response, the leaders in turn), for reading the timestamps of records at given offsets without a consumer.
 - `list_offsets_request`: a ListOffsetsRequest for one spec. Both requests are kafka-python's, their bodies
   encoded here in the flexible versions Kafka has spoken since 2.5 and 2.7, byte for byte what kafka-python
-  encodes.
+  encodes. Their answers come back as `FetchAnswer` and `OffsetsAnswer`: plain tuples, decoded here in those
+  versions straight from kafka-python's receive buffer (older versions through kafka-python's objects).
+- `group_offsets_request`: an OffsetFetchRequest (version 8, Kafka 3.0 and later) for the committed offsets
+  of several groups, answered as a `GroupOffsetsAnswer` decoded here the same way.
 - `scan_records`: the record batches of one partition's answer, decoded only up to the offsets asked for
   (message formats v0-v2; compressed v2 batches through kafka-python).
 - `parse_commit_key`: the (group, topic, partition) of an OffsetCommit key of `__consumer_offsets`.
@@ -13,11 +16,21 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetSpec
+from kafka.protocol.api_header import RequestHeader
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetSpec,
+)
+from kafka.protocol.frame import KafkaBytes
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.legacy_records import LegacyRecordBatch
 
@@ -48,15 +61,21 @@ class Scan:
     needs_bytes: int | None = None  # no complete batch: the first one is this long
 
 
-def _varint(data: bytes, position: int) -> tuple[int, int]:
+def _varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
     """A zig-zag varint at `position`: (value, position after it)."""
-    raw = shift = 0
+    raw, position = _uvarint_at(data, position)
+    return (raw >> 1) ^ -(raw & 1), position
+
+
+def _uvarint_at(data: bytes | memoryview, position: int) -> tuple[int, int]:
+    """An unsigned varint at `position` (compact lengths, tag counts): (value, position after it)."""
+    value = shift = 0
     while True:
         byte = data[position]
         position += 1
-        raw |= (byte & 0x7F) << shift
+        value |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), position
+            return value, position
         shift += 7
 
 
@@ -167,6 +186,239 @@ def scan_records(data: bytes, offsets: Sequence[int]) -> Scan:
     return Scan(found, resume_at=resume_at)
 
 
+# -- answers -----------------------------------------------------------------------------------------------
+
+FetchedPartition = tuple[str, int, int, int, bytes]  # topic, partition, error code, high watermark, records
+ListedOffset = tuple[str, int, int, int]  # topic, partition, error code, offset
+
+
+@dataclass(frozen=True)
+class FetchAnswer:
+    """A FetchResponse as the reader uses it: each partition's (topic, partition, error code, high
+    watermark, records), in the answer's order; records b"" when there are none."""
+
+    throttle_time_ms: int  # read by kafka-python's connection, which honours a broker's quota
+    partitions: list[FetchedPartition]
+
+
+@dataclass(frozen=True)
+class OffsetsAnswer:
+    """A ListOffsetsResponse as the reader uses it: each partition's (topic, partition, error code,
+    offset)."""
+
+    throttle_time_ms: int
+    partitions: list[ListedOffset]
+
+
+@dataclass(frozen=True)
+class GroupOffsetsAnswer:
+    """An OffsetFetchResponse (version 8) as the reader uses it: each group's (id, error code, committed
+    offsets); the error code is the group's, or else the first of its partitions' (0: none); offsets below 0
+    (none committed) are left out."""
+
+    throttle_time_ms: int
+    groups: list[tuple[str, int, dict[TP, int]]]
+
+
+_FETCH_ANSWER_HEAD = struct.Struct(">ihi")  # throttle time, error code, session id
+# partition, error code, high watermark, last stable offset, log start offset
+_FETCH_ANSWER_PARTITION = struct.Struct(">ihqqq")
+_INT32_SIZE = 4  # a fetched partition's preferred read replica, ListOffsets' throttle time
+# partition, error code, timestamp, offset, leader epoch
+_LIST_OFFSETS_ANSWER_PARTITION = struct.Struct(">ihqqi")
+_GROUP_OFFSET = struct.Struct(">iqi")  # partition, committed offset, committed leader epoch
+_ERROR_CODE = struct.Struct(">h")
+_GROUP_OFFSETS_VERSION = 8  # the first to ask for several groups at once, the last to name topics
+
+
+def _after_tagged_fields(data: memoryview, position: int) -> int:
+    """The position after the tagged fields at `position` (usually none: one zero byte), skipping any."""
+    if data[position] == 0:
+        return position + 1
+    count, position = _uvarint_at(data, position)
+    for _ in range(count):
+        _, position = _uvarint_at(data, position)  # the tag
+        size, position = _uvarint_at(data, position)
+        position += size
+    return position
+
+
+def _compact_string_at(data: memoryview, position: int) -> tuple[str, int]:
+    length, position = _uvarint_at(data, position)
+    end = position + length - 1
+    return str(data[position:end], "utf-8"), end
+
+
+def _flexible_fetch_answer(data: memoryview, position: int) -> FetchAnswer:
+    """A FetchResponse body of version 12 (the last one naming topics) from `position`."""
+    throttle_time_ms = _FETCH_ANSWER_HEAD.unpack_from(data, position)[0]
+    topics, position = _uvarint_at(data, position + _FETCH_ANSWER_HEAD.size)
+    unpack_partition, partition_size = _FETCH_ANSWER_PARTITION.unpack_from, _FETCH_ANSWER_PARTITION.size
+    partitions: list[FetchedPartition] = []
+    for _ in range(topics - 1):  # compact arrays count one more than they hold
+        topic, position = _compact_string_at(data, position)
+        count, position = _uvarint_at(data, position)
+        for _ in range(count - 1):
+            index, error_code, high_watermark, _, _ = unpack_partition(data, position)
+            aborted, position = _uvarint_at(data, position + partition_size)  # 0: null
+            for _ in range(aborted - 1):  # producer id and first offset, then tagged fields
+                position = _after_tagged_fields(data, position + 16)
+            size, position = _uvarint_at(data, position + _INT32_SIZE)  # after the preferred read replica
+            end = position + max(size - 1, 0)  # 0: null
+            partitions.append((topic, index, error_code, high_watermark, bytes(data[position:end])))
+            position = _after_tagged_fields(data, end)
+        position = _after_tagged_fields(data, position)
+    return FetchAnswer(throttle_time_ms, partitions)
+
+
+def _flexible_offsets_answer(data: memoryview, position: int) -> OffsetsAnswer:
+    """A ListOffsetsResponse body of version 6 or later from `position`."""
+    throttle_time_ms = int.from_bytes(data[position : position + _INT32_SIZE], "big", signed=True)
+    topics, position = _uvarint_at(data, position + _INT32_SIZE)
+    unpack_partition, partition_size = (
+        _LIST_OFFSETS_ANSWER_PARTITION.unpack_from,
+        _LIST_OFFSETS_ANSWER_PARTITION.size,
+    )
+    partitions: list[ListedOffset] = []
+    for _ in range(topics - 1):
+        topic, position = _compact_string_at(data, position)
+        count, position = _uvarint_at(data, position)
+        for _ in range(count - 1):
+            index, error_code, _, offset, _ = unpack_partition(data, position)
+            partitions.append((topic, index, error_code, offset))
+            position = _after_tagged_fields(data, position + partition_size)
+        position = _after_tagged_fields(data, position)
+    return OffsetsAnswer(throttle_time_ms, partitions)
+
+
+def _flexible_group_offsets_answer(data: memoryview, position: int) -> GroupOffsetsAnswer:
+    """An OffsetFetchResponse body of version 8 from `position`."""
+    throttle_time_ms = int.from_bytes(data[position : position + _INT32_SIZE], "big", signed=True)
+    count, position = _uvarint_at(data, position + _INT32_SIZE)
+    unpack_offset, offset_size = _GROUP_OFFSET.unpack_from, _GROUP_OFFSET.size
+    unpack_error = _ERROR_CODE.unpack_from
+    groups: list[tuple[str, int, dict[TP, int]]] = []
+    for _ in range(count - 1):
+        group, position = _compact_string_at(data, position)
+        offsets: dict[TP, int] = {}
+        first_error = 0
+        topics, position = _uvarint_at(data, position)
+        for _ in range(topics - 1):
+            topic, position = _compact_string_at(data, position)
+            partitions, position = _uvarint_at(data, position)
+            for _ in range(partitions - 1):
+                partition, offset, _ = unpack_offset(data, position)
+                metadata, position = _uvarint_at(data, position + offset_size)  # 0: null
+                position += max(metadata - 1, 0)
+                error_code = unpack_error(data, position)[0]
+                position = _after_tagged_fields(data, position + _ERROR_CODE.size)
+                if error_code:
+                    first_error = first_error or error_code
+                elif offset >= 0:
+                    offsets[(topic, partition)] = offset
+            position = _after_tagged_fields(data, position)
+        group_error = unpack_error(data, position)[0]
+        position = _after_tagged_fields(data, position + _ERROR_CODE.size)
+        groups.append((group, group_error or first_error, offsets))
+    return GroupOffsetsAnswer(throttle_time_ms, groups)
+
+
+def _fetch_answer_of(response: Any) -> FetchAnswer:
+    return FetchAnswer(
+        response.throttle_time_ms or 0,
+        [
+            (
+                topic.topic,
+                partition.partition_index,
+                partition.error_code,
+                partition.high_watermark,
+                partition.records or b"",
+            )
+            for topic in response.responses
+            for partition in topic.partitions
+        ],
+    )
+
+
+def _offsets_answer_of(response: Any) -> OffsetsAnswer:
+    return OffsetsAnswer(
+        response.throttle_time_ms or 0,
+        [
+            (topic.name, partition.partition_index, partition.error_code, partition.offset)
+            for topic in response.topics
+            for partition in topic.partitions
+        ],
+    )
+
+
+def _group_offsets_answer_of(response: Any) -> GroupOffsetsAnswer:
+    groups = []
+    for group in response.groups:
+        offsets: dict[TP, int] = {}
+        first_error = 0
+        for topic in group.topics:
+            for partition in topic.partitions:
+                if partition.error_code:
+                    first_error = first_error or partition.error_code
+                elif partition.committed_offset >= 0:
+                    offsets[(topic.name, partition.partition_index)] = partition.committed_offset
+        groups.append((group.group_id, group.error_code or first_error, offsets))
+    return GroupOffsetsAnswer(response.throttle_time_ms or 0, groups)
+
+
+class _AnswerDecoder:
+    """What kafka-python's connection asks a request's header for (`get_response_class`) to read its answer
+    with: the header as kafka-python parses it, the body into plain tuples. In the flexible versions the body
+    is decoded here, from kafka-python's receive buffer as it is (its `read()` copied a 4 MiB answer twice
+    into fresh pages) and without an object per partition; older versions through kafka-python's classes."""
+
+    def __init__(
+        self,
+        response_class: Any,
+        flexible: Callable[[memoryview, int], Any] | None,
+        plain: Callable[[Any], Any],
+    ) -> None:
+        self._response_class = response_class  # of the request's version
+        self._flexible = flexible
+        self._plain = plain
+
+    def parse_header(self, buffer: Any) -> Any:
+        return self._response_class.parse_header(buffer)
+
+    def decode(self, buffer: Any) -> Any:
+        if self._flexible is None:
+            return self._plain(self._response_class.decode(buffer))
+        # kafka-python's buffer, read up to the body
+        data, start = (buffer, buffer.tell()) if isinstance(buffer, KafkaBytes) else (buffer.read(), 0)
+        with memoryview(data) as view:
+            try:
+                answer = self._flexible(view, start)
+            except IndexError as error:  # kafka-python's parser turns ValueError into a protocol error
+                raise ValueError(f"a truncated {self._response_class.__name__}") from error
+        return answer
+
+
+def _answer_decoder(api_key: int, version: int) -> _AnswerDecoder | None:
+    if api_key == FetchRequest.API_KEY:
+        flexible = _flexible_fetch_answer if version == _FLEXIBLE_FETCH else None
+        return _AnswerDecoder(FetchResponse[version], flexible, _fetch_answer_of)
+    if api_key == ListOffsetsRequest.API_KEY:
+        flexible_offsets = _flexible_offsets_answer if version >= _FLEXIBLE_LIST_OFFSETS else None
+        return _AnswerDecoder(ListOffsetsResponse[version], flexible_offsets, _offsets_answer_of)
+    if api_key == OffsetFetchRequest.API_KEY:
+        flexible_groups = _flexible_group_offsets_answer if version == _GROUP_OFFSETS_VERSION else None
+        return _AnswerDecoder(OffsetFetchResponse[version], flexible_groups, _group_offsets_answer_of)
+    return None
+
+
+class _PlainAnswerHeader(RequestHeader, init=False):  # type: ignore[misc,call-arg]
+    """The request header of `_FetchRequest`, `_ListOffsetsRequest` and `_GroupOffsetsRequest`:
+    kafka-python's, whose answer is read by an `_AnswerDecoder`."""
+
+    def get_response_class(self) -> _AnswerDecoder | None:
+        return _answer_decoder(self.request_api_key, self.request_api_version)
+
+
 def fetch_requests(
     position: Mapping[TP, int], leaders: Mapping[TP, int], fetch_bytes: Mapping[TP, int]
 ) -> list[tuple[int, Any]]:
@@ -207,7 +459,9 @@ class _FetchRequest(FetchRequest, init=False):  # type: ignore[misc,call-arg]
     """kafka-python's FetchRequest (versions 4-12) of these partitions, without a fetch session, its body
     encoded in one pass of `struct` in version 12 (Kafka 2.7 and later): kafka-python made an object per
     partition and encoded each field through generic code, 0.36 s of a first collection at 50,000
-    partitions. Older versions go through kafka-python's own encoding."""
+    partitions. Older versions go through kafka-python's own encoding. Answered with a `FetchAnswer`."""
+
+    header_class = _PlainAnswerHeader
 
     def __init__(self, topics: Mapping[str, list[_FetchAt]]) -> None:
         super().__init__(
@@ -272,7 +526,10 @@ class _ListOffsetsRequest(ListOffsetsRequest, init=False):  # type: ignore[misc,
     """kafka-python's ListOffsetsRequest for one spec, its body encoded from plain (topic, partitions) in one
     pass of `struct` for the flexible versions (6+, which Kafka 2.5 and later speak): kafka-python made an
     object per partition and encoded each field through generic code, ~0.47 s of every collection at 50,000
-    partitions (both specs). Older versions go through kafka-python's own encoding."""
+    partitions (both specs). Older versions go through kafka-python's own encoding. Answered with an
+    `OffsetsAnswer`."""
+
+    header_class = _PlainAnswerHeader
 
     def __init__(self, topics: Mapping[str, list[int]], spec: OffsetSpec) -> None:
         super().__init__(
@@ -325,6 +582,22 @@ def _with_header(request: Any, body: bytes, header: bool, framed: bool) -> bytes
     (version 2) if asked for, after its length if framed."""
     data = request.encode_header(flexible=True) + body if header else body
     return len(data).to_bytes(4, "big") + data if framed else data
+
+
+class _GroupOffsetsRequest(OffsetFetchRequest, init=False):  # type: ignore[misc,call-arg]
+    """kafka-python's OffsetFetchRequest in version 8, answered with a `GroupOffsetsAnswer`."""
+
+    header_class = _PlainAnswerHeader
+
+
+def group_offsets_request(groups: Sequence[str]) -> Any:
+    """An OffsetFetchRequest for every committed offset of `groups` (as kafka-python's `list_group_offsets`
+    asks, in version 8 only: a broker without it refuses to send it)."""
+    return _GroupOffsetsRequest(
+        groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None) for group in groups],
+        min_version=_GROUP_OFFSETS_VERSION,
+        max_version=_GROUP_OFFSETS_VERSION,
+    )
 
 
 def _uvarint(value: int) -> bytes:

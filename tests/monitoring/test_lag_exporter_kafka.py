@@ -20,12 +20,12 @@ import pytest
 from confluent_kafka import KafkaException  # type: ignore[import-untyped]
 from confluent_kafka import Producer as RdProducer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, UnsupportedVersionError
 from kafka.protocol.consumer import OffsetSpec
 from kafka.structs import OffsetAndMetadata
 from prometheus_client import CollectorRegistry
 
-from monitoring.lag_exporter import record_batches
+from monitoring.lag_exporter import kafka_reader, record_batches
 from monitoring.lag_exporter.collector import ExporterHealth, LagCollector
 from monitoring.lag_exporter.config import CheckpointDir, ExporterConfig, NameFilter
 from monitoring.lag_exporter.kafka_reader import KafkaReader
@@ -580,6 +580,56 @@ def test_latest_and_earliest_offsets_at_once_answer_what_list_partition_offsets_
             reader.earliest_offsets(tps)
         with pytest.raises(type(old.value)):
             reader.latest_and_earliest_offsets(tps)
+    finally:
+        admin.close()
+        reader.close()
+
+
+def test_committed_offsets_of_many_groups_are_what_list_group_offsets_lists(
+    kafka: LocalKafka, topic_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The committed offsets of 120 groups, 50 to an OffsetFetch request, all sent at once: what
+    kafka-python's `list_group_offsets` lists, without partitions none was committed for; a group that
+    committed nothing has none, a group that does not exist is no group. The same when those requests fail
+    as a whole (a broker without version 8): then every group goes through `list_group_offsets`."""
+    kafka.create_topics([TopicSpec(topic_name, partitions=3), TopicSpec(f"{topic_name}-b", partitions=2)])
+    groups = [f"{topic_name}-g{index:03d}" for index in range(120)]
+    admin = kafka.admin()
+    reader = KafkaReader(ExporterConfig(bootstrap_servers=kafka.bootstrap_servers, kafka_timeout=5.0))
+    try:
+        for index, group in enumerate(groups[:-1]):  # the last one never commits
+            admin.alter_group_offsets(
+                group,
+                {
+                    TopicPartition(topic, partition): OffsetAndMetadata(index * 10 + partition, "", -1)
+                    for topic, partitions in ((topic_name, 3), (f"{topic_name}-b", 2 if index % 3 else 0))
+                    for partition in range(partitions)
+                    if (index + partition) % 4
+                },
+            )
+        listed = {
+            group: {
+                (tp.topic, tp.partition): meta.offset
+                for tp, meta in admin.list_group_offsets({group: None})[group].items()
+                if meta.offset >= 0
+            }
+            for group in groups
+        }
+        assert sum(map(len, listed.values())) > 300
+        assert listed[groups[-1]] == {}
+        wanted = [*groups, f"{topic_name}-no-such-group"]
+        offsets, failed = reader.committed_offsets(wanted)
+        assert failed == []
+        assert {group: offsets[group] for group in groups} == listed
+        assert offsets.get(f"{topic_name}-no-such-group", {}) == {}
+
+        def refused(*_: Any, **__: Any) -> Any:
+            raise UnsupportedVersionError("OffsetFetch v8")
+
+        monkeypatch.setattr(kafka_reader, "group_offsets_request", refused)
+        through_admin, failed = reader.committed_offsets(wanted)
+        assert failed == []
+        assert through_admin == offsets
     finally:
         admin.close()
         reader.close()

@@ -20,8 +20,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from kafka.errors import KafkaProtocolError
 from kafka.future import Future
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetSpec
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetFetchResponse,
+    OffsetSpec,
+)
+from kafka.protocol.parser import KafkaProtocol
 from kafka.record import MemoryRecords, MemoryRecordsBuilder
 from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.exposition import generate_latest
@@ -40,7 +49,16 @@ from monitoring.lag_exporter.collector import (
 from monitoring.lag_exporter.config import ExporterConfig
 from monitoring.lag_exporter.kafka_reader import _send_windowed
 from monitoring.lag_exporter.loop import Refresher
-from monitoring.lag_exporter.record_batches import fetch_requests, list_offsets_request, scan_records
+from monitoring.lag_exporter.record_batches import (
+    FetchAnswer,
+    GroupOffsetsAnswer,
+    OffsetsAnswer,
+    _group_offsets_answer_of,
+    fetch_requests,
+    group_offsets_request,
+    list_offsets_request,
+    scan_records,
+)
 from monitoring.lag_exporter.snapshot import (
     GroupLag,
     PartitionLag,
@@ -483,6 +501,169 @@ def test_list_offsets_requests_are_byte_for_byte_what_kafka_python_encodes_in_ev
             request.with_header(correlation_id=41, client_id="streamstack-lag-exporter")
         assert ours.encode(header=True, framed=True) == reference.encode(header=True, framed=True), version
         assert ListOffsetsRequest.decode(ours.encode(), version=version) == reference
+
+
+def _answered(request: Any, version: int, response: Any) -> Any:
+    """`request` sent through kafka-python's protocol parser, as its connections do, and `response` (of the
+    same version) received in pieces as a socket may hand it over: what the parser decodes."""
+    parser = KafkaProtocol(client_id="streamstack-lag-exporter")
+    request.API_VERSION = version
+    correlation_id = parser.send_request(request)
+    response.API_VERSION = version
+    response.with_header(correlation_id=correlation_id)
+    data = response.encode(header=True, framed=True)
+    answers = [
+        answer for at in range(0, len(data), 1000) for answer in parser.receive_bytes(data[at : at + 1000])
+    ]
+    assert [correlation for correlation, _ in answers] == [correlation_id]
+    return answers[0][1]
+
+
+def _fetch_response(version: int) -> Any:
+    """A FetchResponse of every shape the reader meets: records, none (null) and empty, aborted transactions,
+    an error, the tagged fields of version 12 (a diverging epoch, a new leader), a topic name of 200
+    characters (two-byte compact lengths), 300 partitions of a topic."""
+    data = FetchResponse.FetchableTopicResponse.PartitionData
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
+    for index in range(3):
+        builder.append(timestamp=1_700_000_000_000 + index, key=None, value=b"v" * 40, headers=[])
+    builder.close()
+    records = builder.buffer()
+    extra: dict[str, Any] = {}
+    if version >= 12:
+        extra = {
+            "diverging_epoch": data.EpochEndOffset(epoch=3, end_offset=77),
+            "current_leader": data.LeaderIdAndEpoch(leader_id=2, leader_epoch=5),
+        }
+    aborted = [data.AbortedTransaction(producer_id=11, first_offset=4)] * 2
+    partitions = [
+        data(
+            partition_index=0, error_code=0, high_watermark=99, log_start_offset=2, records=records, **extra
+        ),
+        data(partition_index=1, error_code=0, high_watermark=5, aborted_transactions=aborted, records=None),
+        data(partition_index=2, error_code=6, high_watermark=-1, records=b""),
+    ]
+    many = [data(partition_index=i, error_code=0, high_watermark=i, records=records) for i in range(300)]
+    return FetchResponse(
+        throttle_time_ms=17,
+        responses=[
+            FetchResponse.FetchableTopicResponse(topic="t" + "x" * 200, partitions=partitions),
+            FetchResponse.FetchableTopicResponse(topic="many", partitions=many),
+            FetchResponse.FetchableTopicResponse(topic="none", partitions=[]),
+        ],
+    )
+
+
+def test_fetch_answers_are_what_kafka_python_decodes_in_every_version() -> None:
+    """The answer of our FetchRequest, decoded by kafka-python's own parser through the request's header:
+    in version 12 straight from the receive buffer, before it through kafka-python's objects; the same
+    partitions, error codes, high watermarks and records, and the throttle time the connection honours."""
+    [(_, request)] = fetch_requests({("t", 0): 0}, {("t", 0): 1}, {})
+    for version in range(4, 13):
+        reference = FetchResponse.decode(_fetch_response(version).encode(version=version), version=version)
+        answer = _answered(request, version, _fetch_response(version))
+        assert isinstance(answer, FetchAnswer)
+        assert answer.throttle_time_ms == reference.throttle_time_ms == 17, version
+        assert answer.partitions == [
+            (topic.topic, data.partition_index, data.error_code, data.high_watermark, data.records or b"")
+            for topic in reference.responses
+            for data in topic.partitions
+        ], version
+        assert len(answer.partitions) == 303
+        assert answer.partitions[0][4] == _fetch_response(version).responses[0].partitions[0].records
+
+
+def test_list_offsets_answers_are_what_kafka_python_decodes_in_every_version() -> None:
+    partition = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+    topics = [
+        ListOffsetsResponse.ListOffsetsTopicResponse(
+            name=f"t{index}" + "x" * (200 if index == 1 else 0),
+            partitions=[
+                partition(
+                    partition_index=i, error_code=3 if i == 7 else 0, timestamp=-1, offset=i * 1_000_003
+                )
+                for i in range(300 if index == 2 else 10)
+            ],
+        )
+        for index in range(4)
+    ]
+    request = list_offsets_request({"t": [0]}, OffsetSpec.LATEST)
+    for version in range(1, ListOffsetsResponse.max_version + 1):
+        response = ListOffsetsResponse(throttle_time_ms=9, topics=topics)
+        reference = ListOffsetsResponse.decode(response.encode(version=version), version=version)
+        answer = _answered(request, version, response)
+        assert isinstance(answer, OffsetsAnswer)
+        assert answer.throttle_time_ms == (9 if version >= 2 else 0), version
+        assert answer.partitions == [
+            (topic.name, data.partition_index, data.error_code, data.offset)
+            for topic in reference.topics
+            for data in topic.partitions
+        ], version
+        assert answer.partitions[2] == ("t0", 2, 0, 2_000_006)
+        assert len(answer.partitions) == 330
+
+
+def test_group_offsets_answers_are_what_kafka_python_decodes() -> None:
+    """The answer of our OffsetFetchRequest (version 8), decoded from the receive buffer: each group's
+    committed offsets, without the partitions none was committed for (-1), and the error code of a group
+    that failed, or of the first of its partitions that did."""
+    group = OffsetFetchResponse.OffsetFetchResponseGroup
+    topic = group.OffsetFetchResponseTopics
+    partition = topic.OffsetFetchResponsePartitions
+
+    def offsets(name: str, count: int, error_at: int = -1) -> Any:
+        return topic(
+            name=name,
+            partitions=[
+                partition(
+                    partition_index=i,
+                    committed_offset=-1 if i == 1 else 1_000 * i + 7,
+                    committed_leader_epoch=-1 if i % 2 else 4,
+                    metadata=None if i == 2 else "m" * (i % 5) + ("x" * 300 if i == 3 else ""),
+                    error_code=72 if i == error_at else 0,
+                )
+                for i in range(count)
+            ],
+        )
+
+    def response() -> Any:
+        return OffsetFetchResponse(
+            throttle_time_ms=5,
+            groups=[
+                group(
+                    group_id="g" + "x" * 200, topics=[offsets("a", 300), offsets("b" * 150, 3)], error_code=0
+                ),
+                group(group_id="gone", topics=[], error_code=0),
+                group(group_id="loading", topics=[], error_code=14),
+                group(group_id="unstable", topics=[offsets("a", 4, error_at=2)], error_code=0),
+            ],
+        )
+
+    answer = _answered(group_offsets_request(["g", "gone", "loading", "unstable"]), 8, response())
+    reference = OffsetFetchResponse.decode(response().encode(version=8), version=8)
+    assert isinstance(answer, GroupOffsetsAnswer)
+    assert answer == _group_offsets_answer_of(reference)
+    assert answer.throttle_time_ms == 5
+    [(first, code, committed), *rest] = answer.groups
+    assert (first, code) == ("g" + "x" * 200, 0)
+    assert committed == {
+        **{("a", i): 1_000 * i + 7 for i in range(300) if i != 1},
+        ("b" * 150, 0): 7,
+        ("b" * 150, 2): 2_007,
+    }
+    assert rest == [("gone", 0, {}), ("loading", 14, {}), ("unstable", 72, {("a", 0): 7, ("a", 3): 3_007})]
+
+
+def test_a_truncated_fetch_answer_is_a_protocol_error() -> None:
+    response = _fetch_response(12)
+    [(_, request)] = fetch_requests({("t", 0): 0}, {("t", 0): 1}, {})
+    parser = KafkaProtocol(client_id="streamstack-lag-exporter")
+    request.API_VERSION = response.API_VERSION = 12
+    response.with_header(correlation_id=parser.send_request(request))
+    data = response.encode(header=True)
+    cut = data[: len(data) // 2]
+    with pytest.raises(KafkaProtocolError):
+        parser.receive_bytes(len(cut).to_bytes(4, "big") + cut)
 
 
 @pytest.mark.parametrize(("leaders", "most"), [(1, 2), (3, 6), (30, 6)])
