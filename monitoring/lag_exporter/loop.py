@@ -175,16 +175,13 @@ class Refresher:
         groups = self._groups.read() if self._config.include_groups else GroupRead(())
         if groups.failed_groups:
             self._health.error("group", len(groups.failed_groups))
-        positions = [
-            position
-            for position in (*groups.positions, *checkpoints.positions)
-            if self._config.topics(position.topic)
-        ]
-        existing = self._reader.partitions({position.topic for position in positions})
+        read = (*groups.positions, *checkpoints.positions)
+        # the topic filter once per topic, not per position (150,000 at 50,000 x 500)
+        topics = {topic for topic in {position.topic for position in read} if self._config.topics(topic)}
+        existing = self._reader.partitions(topics)
         self._check_cluster()
-        positions = [
-            position for position in positions if position.partition in existing.get(position.topic, ())
-        ]
+        positions = [position for position in read if position.partition in existing.get(position.topic, ())]
+        del read
         tps = sorted({(position.topic, position.partition) for position in positions})
         # after the committed offsets: lag is never negative
         if isinstance(self._reader, ReadsBothEnds):
