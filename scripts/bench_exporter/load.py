@@ -198,7 +198,12 @@ def _retry(call: Callable[[], Any], what: str, timeout: float = 120) -> Any:
             time.sleep(0.5)
 
 
-def commit_groups(admin: KafkaAdminClient, size: Size, ends: dict[tuple[int, int], int]) -> None:
+def commit_groups(
+    admin: KafkaAdminClient, size: Size, ends: dict[tuple[int, int], int], timeout: float = 120
+) -> None:
+    """Each group's offsets committed; partitions answered with a retriable error (a coordinator still
+    loading `__consumer_offsets`, or not yet knowing a topic just created) are committed again, for up to
+    `timeout` seconds a group."""
     for g, (group, topics) in enumerate(size.assignment().items()):
         offsets = {
             TopicPartition(topic_name(t), p): OffsetAndMetadata(
@@ -207,7 +212,15 @@ def commit_groups(admin: KafkaAdminClient, size: Size, ends: dict[tuple[int, int
             for t in topics
             for p in range(PARTITIONS_PER_TOPIC)
         }
-        errors = _retry(partial(admin.alter_group_offsets, group, offsets), f"committing offsets of {group}")
-        failed = [tp for tp, error in errors.items() if error is not None and error.errno != 0]
-        if failed:
-            raise RuntimeError(f"committing offsets of {group} failed for {len(failed)} partitions")
+        what = f"committing offsets of {group}"
+        deadline = time.monotonic() + timeout
+        while True:
+            errors = _retry(partial(admin.alter_group_offsets, group, offsets), what, timeout)
+            failed = {tp: error for tp, error in errors.items() if error is not None and error.errno != 0}
+            if not failed:
+                break
+            if time.monotonic() > deadline or not all(error.retriable for error in failed.values()):
+                names = ", ".join(sorted({error.__name__ for error in failed.values()}))
+                raise RuntimeError(f"{what} failed for {len(failed)} partitions: {names}")
+            offsets = {tp: offsets[tp] for tp in failed}
+            time.sleep(0.5)

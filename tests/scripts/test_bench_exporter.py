@@ -19,11 +19,18 @@ from collections import Counter
 from typing import Any, ClassVar
 
 import pytest
+from kafka.errors import (
+    CoordinatorLoadInProgressError,
+    GroupAuthorizationFailedError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+)
 
 from scripts.bench_exporter.cluster import brokers_for, partitions_per_broker
 from scripts.bench_exporter.load import (
     PARTITIONS_PER_TOPIC,
     Size,
+    commit_groups,
     committed_offset,
     record_timestamps,
     records_in,
@@ -162,6 +169,37 @@ def test_a_kafka_exporter_that_is_no_executable_file_stops_the_run_with_how_to_g
     binary.write_text("#!/bin/sh\n")
     binary.chmod(0o755)
     assert peer_binary(binary) == binary
+
+
+class _CommitAnswers:
+    """An admin client's `alter_group_offsets` answering each partition with the next of `answers` (an
+    error class, or None for a commit that took), as a broker does per partition."""
+
+    def __init__(self, *answers: type[KafkaError] | None) -> None:
+        self.answers = list(answers)
+        self.asked: list[int] = []
+
+    def alter_group_offsets(self, group: str, offsets: dict[Any, Any]) -> dict[Any, Any]:
+        self.asked.append(len(offsets))
+        answer = self.answers.pop(0) if self.answers else None
+        return {tp: answer for tp in offsets}
+
+
+def test_commits_a_coordinator_refuses_for_a_while_are_made_again_and_others_fail_naming_the_error() -> None:
+    """The set-up failed once on a clean run: a coordinator answered every partition of the first group with
+    a retriable error, and the benchmark gave up at once without saying which."""
+    size = Size(PARTITIONS_PER_TOPIC, 1)
+    ends = {(0, p): 100 for p in range(PARTITIONS_PER_TOPIC)}
+    admin = _CommitAnswers(CoordinatorLoadInProgressError, UnknownTopicOrPartitionError, None)
+    commit_groups(admin, size, ends)
+    assert admin.asked == [PARTITIONS_PER_TOPIC] * 3 and not admin.answers
+    refused = _CommitAnswers(GroupAuthorizationFailedError)
+    with pytest.raises(RuntimeError, match="GroupAuthorizationFailedError"):
+        commit_groups(refused, size, ends)
+    assert refused.asked == [PARTITIONS_PER_TOPIC]
+    loading = _CommitAnswers(*[CoordinatorLoadInProgressError] * 100)
+    with pytest.raises(RuntimeError, match=f"failed for {PARTITIONS_PER_TOPIC} partitions"):
+        commit_groups(loading, size, ends, timeout=1.0)
 
 
 def test_goals_are_judged_at_50000_x_500() -> None:
