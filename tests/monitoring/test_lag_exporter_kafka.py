@@ -533,6 +533,35 @@ def test_partitions_and_leaders_from_librdkafka_are_what_kafka_python_describes(
     assert "FAIL" not in capfd.readouterr().err
 
 
+def test_partitions_read_ahead_answer_the_next_call_only(kafka: LocalKafka, topic_name: str) -> None:
+    """The loop starts the metadata read before the groups' offsets (`read_partitions_ahead`): the next
+    `partitions()` answers from it what it answers without it; a later call reads the metadata again (a
+    topic created since is there), and so does a reader closed after reading ahead."""
+    first, later = f"{topic_name}-first", f"{topic_name}-later"
+    kafka.create_topics([TopicSpec(first, partitions=2)])
+    reader = KafkaReader(ExporterConfig(bootstrap_servers=kafka.bootstrap_servers, kafka_timeout=5.0))
+    try:
+        reader.read_partitions_ahead()
+        ahead = reader._metadata_ahead
+        assert ahead is not None
+        assert reader.partitions([first, later]) == {first: {0, 1}}
+        assert ahead.done() and reader._metadata_ahead is None
+        leaders = dict(reader._leaders)
+        assert reader.partitions([first, later]) == {first: {0, 1}} and reader._leaders == leaders
+
+        reader.read_partitions_ahead()
+        assert reader.partitions([]) == {}  # taken though not needed: not left for a later call
+        kafka.create_topics([TopicSpec(later, partitions=1)])
+        wait_for(lambda: later in reader.partitions([first, later]), timeout=30, what="the new topic")
+
+        reader.read_partitions_ahead()
+        reader.close()
+        assert reader._metadata_ahead is None
+        assert reader.partitions([first, later]) == {first: {0, 1}, later: {0}}
+    finally:
+        reader.close()
+
+
 def test_latest_and_earliest_offsets_at_once_answer_what_list_partition_offsets_answers(
     kafka: LocalKafka, topic_name: str
 ) -> None:

@@ -576,6 +576,81 @@ def test_the_loop_collects_without_cyclic_garbage_collection_and_enables_it_agai
     assert refresher.latest() is not None
 
 
+def test_the_loop_reads_the_commit_log_beside_the_record_timestamps_and_applies_its_times() -> None:
+    """The commit log and the record timestamps are read at the same time, in two threads (each mostly
+    waits for brokers): here each read waits until the other one has started. The times read still make a
+    partition whose committed offset does not move but is committed again STALL, not STOP."""
+    waited = 2.0
+
+    class Overlapping(FakeKafka):
+        def __init__(self) -> None:
+            super().__init__()
+            self.commit_log_read = threading.Event()
+            self.timestamps_read = threading.Event()
+            self.commit_log_threads: set[str] = set()
+
+        def commit_times(self, budget: float) -> dict[tuple[str, str, int], float]:
+            self.commit_log_read.set()
+            self.commit_log_threads.add(threading.current_thread().name)
+            if not self.timestamps_read.wait(waited):
+                raise TimeoutError("the record timestamps were not read meanwhile")
+            return {("g", "t", 0): clock[0] - 0.5}
+
+        def record_timestamps(self, wanted: Mapping[TP, int], budget: float) -> dict[TP, int]:
+            self.timestamps_read.set()
+            if not self.commit_log_read.wait(waited):
+                raise TimeoutError("the commit log was not read meanwhile")
+            return super().record_timestamps(wanted, budget)
+
+    kafka = Overlapping()
+    kafka.committed = {"g": {("t", 0): 4}}
+    kafka.latest = {("t", 0): 10}
+    clock = [100.0]
+    registry = CollectorRegistry()
+    config = ExporterConfig(bootstrap_servers="fake:1", refresh_interval=1, window=4)
+    refresher = Refresher(config, kafka, ExporterHealth(registry), clock=lambda: clock[0])
+    assert refresher.refresh()  # the first collection: the timestamp is read (later ones find it cached)
+    assert kafka.commit_log_read.is_set() and kafka.timestamps_read.is_set()
+    for now in (102.0, 104.5):
+        clock[0] = now
+        assert refresher.refresh()
+    snapshot = refresher.latest()
+    assert snapshot is not None
+    assert [(row.group, row.status) for row in snapshot.partitions] == [("g", Status.STALL)]
+    assert registry.get_sample_value("streamstack_lag_exporter_errors_total", {"kind": "commit_log"}) == 0
+    assert registry.get_sample_value("streamstack_lag_exporter_errors_total", {"kind": "timestamp"}) == 0
+    threads = kafka.commit_log_threads
+    assert threads and all(name.startswith("lag-commit-log") for name in threads), threads
+
+
+def test_the_loop_starts_reading_partitions_before_the_groups_when_the_reader_can() -> None:
+    """A reader with `read_partitions_ahead` is told to start before the groups are listed, every
+    collection; the collection is the same."""
+    calls: list[str] = []
+
+    class ReadsAhead(FakeKafka):
+        def read_partitions_ahead(self) -> None:
+            calls.append("ahead")
+
+        def list_groups(self) -> list[str]:
+            calls.append("groups")
+            return super().list_groups()
+
+        def partitions(self, topics: Iterable[str]) -> dict[str, set[int]]:
+            calls.append("partitions")
+            return super().partitions(topics)
+
+    kafka = ReadsAhead()
+    kafka.committed = {"g": {("t", 0): 4}}
+    kafka.latest = {("t", 0): 10}
+    registry = CollectorRegistry()
+    refresher = Refresher(ExporterConfig(bootstrap_servers="fake:1"), kafka, ExporterHealth(registry))
+    registry.register(LagCollector(refresher.latest))
+    assert refresher.refresh() and refresher.refresh()
+    assert calls == ["ahead", "groups", "partitions"] * 2
+    assert registry.get_sample_value("streamstack_lag_records", _labels("g", 0)) == 6
+
+
 def test_history_forgets_what_the_last_collection_did_not_record() -> None:
     """`retain_recorded` (build_snapshot's way to forget gone partitions without a set of 150,000 keys)
     keeps exactly what the last `record` sampled, also partitions kept apart after a missed collection."""
