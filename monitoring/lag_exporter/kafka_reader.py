@@ -374,12 +374,14 @@ class KafkaReader:
                     if offset < high_watermark:
                         position[tp] = offset  # the response was full before this partition's turn
                     continue
-                scan = scan_records(data, pending[tp])
-                for at, timestamp in scan.timestamps.items():
+                offsets = pending[tp]
+                scan = scan_records(data, offsets)
+                stamps = scan.timestamps
+                for at, timestamp in stamps.items():
                     found[(topic, partition, at)] = timestamp
-                rest = pending[tp] = [at for at in pending[tp] if at not in scan.timestamps]
-                if not rest:
+                if len(stamps) == len(offsets):  # each one answered (the usual): nothing more to fetch
                     continue
+                rest = pending[tp] = [at for at in offsets if at not in stamps]
                 if scan.needs_bytes is not None:
                     fetch_bytes[tp] = scan.needs_bytes
                     position[tp] = offset

@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.consumer import (
@@ -52,9 +52,9 @@ _COMPRESSION, _LOG_APPEND_TIME, _CONTROL = 0x07, 0x08, 0x20
 _OffsetTime = tuple[int, int]
 
 
-@dataclass(frozen=True)
-class Scan:
-    """What the records fetched for one partition told."""
+class Scan(NamedTuple):
+    """What the records fetched for one partition told (made once per partition answered: a tuple, made
+    three times faster than a frozen dataclass)."""
 
     timestamps: dict[int, int]  # offset asked for -> timestamp of the first data record at or after it
     resume_at: int | None = None  # the offset after the last complete batch fetched
@@ -158,6 +158,7 @@ def scan_records(data: bytes, offsets: Sequence[int]) -> Scan:
             if next_offset <= offsets[index] or attributes & _CONTROL:
                 resume_at, position = max(resume_at or 0, next_offset), end
                 continue
+            log_append_time = max_time if attributes & _LOG_APPEND_TIME else None
             at_offsets = None
             if attributes & _COMPRESSION:
                 records = _parsed_records(data[position:end], magic)
@@ -167,10 +168,14 @@ def scan_records(data: bytes, offsets: Sequence[int]) -> Scan:
                     data, position + _V2_HEADER.size, end, base, base_timestamp=base_time, wanted=wanted
                 )
             if at_offsets is not None:
-                records = iter(at_offsets)
-            elif not attributes & _COMPRESSION:
+                # each offset wanted has its own record (at it, or at the batch's base below it)
+                for offset, (_, timestamp) in zip(wanted, at_offsets, strict=True):
+                    found[offset] = log_append_time if log_append_time is not None else timestamp
+                index += len(wanted)
+                resume_at, position = max(resume_at or 0, next_offset), end
+                continue
+            if not attributes & _COMPRESSION:
                 records = _v2_records(data, position + _V2_HEADER.size, end, base, base_time)
-            log_append_time = max_time if attributes & _LOG_APPEND_TIME else None
         else:
             next_offset = 0
             records = _parsed_records(data[position:end], magic)
