@@ -190,10 +190,11 @@ def test_python_packages_are_the_project_pins() -> None:
     }
     # The exporter reads the CDC replication slot with psycopg (and its one dependency on Python 3.11).
     # It reads metadata and offsets with librdkafka (confluent-kafka: its wheel bundles librdkafka, no deps),
-    # and keeps its snapshot and history as numpy columns (numpy's wheel has no dependencies).
+    # keeps its snapshot and history as numpy columns (numpy's wheel has no dependencies), and compresses
+    # its text with zlib-ng (its wheel bundles the library, no dependencies).
     exporter_only = {
         name: constraints[name]
-        for name in ("confluent-kafka", "numpy", "psycopg", "psycopg-binary", "typing-extensions")
+        for name in ("confluent-kafka", "numpy", "psycopg", "psycopg-binary", "typing-extensions", "zlib-ng")
     }
     for instructions, expected in ((jobs, {**shared, **jobs_only}), (exporter, {**shared, **exporter_only})):
         requirements = pip_requirements(instructions)

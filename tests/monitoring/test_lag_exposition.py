@@ -36,12 +36,14 @@ from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from prometheus_client.utils import floatToGoString
 
 from monitoring.lag_exporter.collector import (
     ExporterHealth,
     LagCollector,
     LagExposition,
     _compress_beside,
+    _format_values,
     metrics_app,
     render_lag_text,
     start_metrics_server,
@@ -158,6 +160,33 @@ def test_lag_text_rendered_once_is_what_prometheus_client_renders_in_both_format
     registry = CollectorRegistry()
     registry.register(LagCollector(lambda: empty))
     assert "".join(render_lag_text(empty)) == generate_latest(registry).decode()
+
+
+def test_a_column_of_values_is_formatted_as_prometheus_client_formats_each() -> None:
+    """Whole numbers below 1,024 come from a table, the rest one by one: the same text either way, at the
+    table's edges, for ints and floats, and for the values floatToGoString treats apart."""
+    generator = np.random.default_rng(17)
+    ints = np.concatenate(
+        [
+            generator.integers(0, 40, 500),
+            np.arange(1000, 1050),
+            generator.integers(-(10**12), 10**12, 200),
+            [0, 1023, 1024, 999_999, 1_000_000, 2**63 - 1, -1, -(2**63)],
+        ]
+    ).astype(np.int64)
+    floats = np.concatenate(
+        [
+            np.floor(generator.random(300) * 2000),
+            generator.random(300) * 2000,
+            generator.random(50) * 1e9,
+            [0.0, -0.0, 1.0, 1023.0, 1023.5, 1024.0, 5e-324, 999_999.9999, 1e6, 1e21, -3.0],
+            [math.inf, -math.inf, math.nan],
+        ]
+    )
+    for column in (ints, floats, np.zeros(10), np.full(10, math.inf), floats[:0]):
+        expected = [floatToGoString(value) for value in column.tolist()]  # type: ignore[no-untyped-call]
+        assert _format_values(column) == expected
+        assert _format_values(column.tolist()) == expected
 
 
 def _health() -> tuple[CollectorRegistry, ExporterHealth]:
@@ -522,13 +551,19 @@ def _answered(request: Any, version: int, response: Any) -> Any:
 def _fetch_response(version: int) -> Any:
     """A FetchResponse of every shape the reader meets: records, none (null) and empty, aborted transactions,
     an error, the tagged fields of version 12 (a diverging epoch, a new leader), a topic name of 200
-    characters (two-byte compact lengths), 300 partitions of a topic."""
+    characters (two-byte compact lengths), records of 20 KB and 130 aborted transactions (three- and
+    two-byte compact lengths), 300 partitions of a topic."""
     data = FetchResponse.FetchableTopicResponse.PartitionData
     builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
     for index in range(3):
         builder.append(timestamp=1_700_000_000_000 + index, key=None, value=b"v" * 40, headers=[])
     builder.close()
     records = builder.buffer()
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
+    for index in range(20):
+        builder.append(timestamp=1_700_000_000_000 + index, key=None, value=b"w" * 1000, headers=[])
+    builder.close()
+    large_records = builder.buffer()
     extra: dict[str, Any] = {}
     if version >= 12:
         extra = {
@@ -542,6 +577,13 @@ def _fetch_response(version: int) -> Any:
         ),
         data(partition_index=1, error_code=0, high_watermark=5, aborted_transactions=aborted, records=None),
         data(partition_index=2, error_code=6, high_watermark=-1, records=b""),
+        data(
+            partition_index=3,
+            error_code=0,
+            high_watermark=20,
+            aborted_transactions=[data.AbortedTransaction(producer_id=i, first_offset=i) for i in range(130)],
+            records=large_records,
+        ),
     ]
     many = [data(partition_index=i, error_code=0, high_watermark=i, records=records) for i in range(300)]
     return FetchResponse(
@@ -569,7 +611,8 @@ def test_fetch_answers_are_what_kafka_python_decodes_in_every_version() -> None:
             for topic in reference.responses
             for data in topic.partitions
         ], version
-        assert len(answer.partitions) == 303
+        assert len(answer.partitions) == 304
+        assert len(answer.partitions[3][4]) > 1 << 14
         assert answer.partitions[0][4] == _fetch_response(version).responses[0].partitions[0].records
 
 
