@@ -455,11 +455,22 @@ _SMALL_WHOLE_NUMBERS = 1024
 _SMALL_WHOLE_NUMBER_TEXTS = np.array([f"{number}.0" for number in range(_SMALL_WHOLE_NUMBERS)], dtype=object)
 
 
+_EXACT_FLOAT_INTS = 2**53  # every int below it is a float exactly
+
+
+def _go_exponent_text(value: int) -> str:
+    """floatToGoString of an int in [10**6, 2**53), from its digits: 1234500 is 1.2345e+06."""
+    digits = str(value)
+    fraction = digits[1:].rstrip("0")
+    exponent = len(digits) - 1
+    return f"{digits[0]}.{fraction}e+{exponent:02d}" if fraction else f"{digits[0]}e+{exponent:02d}"
+
+
 def _format_values(values: list[Any] | npt.NDArray[Any]) -> list[str]:
     """floatToGoString of each value; a column in bulk: a whole number in [0, 1024) (an int, or a float
     other than -0.0) from a table, the rest of [0, 10**6) an int with ".0" or a float's repr (the same for
-    any value there); the others (10**6 and above may take Go's exponent notation, negative, infinite,
-    NaN) one at a time through floatToGoString."""
+    any value there), an int in [10**6, 2**53) in Go's exponent notation from its digits; the others
+    (negative, infinite, NaN, larger) one at a time through floatToGoString."""
     if not isinstance(values, np.ndarray):
         return [
             f"{value}.0"
@@ -486,6 +497,11 @@ def _format_values(values: list[Any] | npt.NDArray[Any]) -> list[str]:
                 infinite = np.isposinf(other_values)
                 texts[others[infinite]] = "+Inf"
                 far &= ~infinite
+            else:  # offsets of a cluster that has run a while: Go's exponent notation, from the digits
+                exponent = (other_values >= 1_000_000) & (other_values < _EXACT_FLOAT_INTS)
+                exponent_texts = map_in_chunks(_go_exponent_text, other_values[exponent].tolist())
+                texts[others[exponent]] = np.array(exponent_texts, dtype=object)
+                far &= ~exponent
             for index, value in zip(others[far].tolist(), other_values[far].tolist(), strict=True):
                 texts[index] = _float_to_go_string(value)
     return texts.tolist()  # type: ignore[no-any-return]

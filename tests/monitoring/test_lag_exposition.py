@@ -171,7 +171,7 @@ def test_a_column_of_values_is_formatted_as_prometheus_client_formats_each() -> 
             generator.integers(0, 40, 500),
             np.arange(1000, 1050),
             generator.integers(-(10**12), 10**12, 200),
-            [0, 1023, 1024, 999_999, 1_000_000, 2**63 - 1, -1, -(2**63)],
+            [0, 1023, 1024, 999_999, 1_000_000, 1_200_000, 2**53 - 1, 2**53, 2**63 - 1, -1, -(2**63)],
         ]
     ).astype(np.int64)
     floats = np.concatenate(
