@@ -264,29 +264,14 @@ def _flexible_fetch_answer(data: memoryview, position: int) -> FetchAnswer:
         topic, position = _compact_string_at(data, position)
         count, position = _uvarint_at(data, position)
         for _ in range(count - 1):
-            # 50,000 partitions a first collection: the usual one- and two-byte varints and empty tagged
-            # fields read inline
             index, error_code, high_watermark, _, _ = unpack_partition(data, position)
-            position += partition_size
-            aborted = data[position]  # 0: null
-            if aborted < 0x80:
-                position += 1
-            else:
-                aborted, position = _uvarint_at(data, position)
+            aborted, position = _uvarint_at(data, position + partition_size)  # 0: null
             for _ in range(aborted - 1):  # producer id and first offset, then tagged fields
                 position = _after_tagged_fields(data, position + 16)
-            position += _INT32_SIZE  # the preferred read replica
-            size = data[position]  # 0: null
-            if size < 0x80:
-                position += 1
-            elif data[position + 1] < 0x80:
-                size = (size & 0x7F) | (data[position + 1] << 7)
-                position += 2
-            else:
-                size, position = _uvarint_at(data, position)
-            end = position + max(size - 1, 0)
+            size, position = _uvarint_at(data, position + _INT32_SIZE)  # after the preferred read replica
+            end = position + max(size - 1, 0)  # 0: null
             partitions.append((topic, index, error_code, high_watermark, bytes(data[position:end])))
-            position = end + 1 if data[end] == 0 else _after_tagged_fields(data, end)
+            position = _after_tagged_fields(data, end)
         position = _after_tagged_fields(data, position)
     return FetchAnswer(throttle_time_ms, partitions)
 
