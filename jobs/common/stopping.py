@@ -17,6 +17,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 # default 30 s termination grace period; a micro-batch of the jobs takes a few seconds at most.
 STOP_GRACE_SECONDS = 10.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_GRACE_MILLIS = int(STOP_GRACE_SECONDS * 1000)
 
 
 def stop_between_batches(spark: SparkSession) -> None:
@@ -24,11 +25,10 @@ def stop_between_batches(spark: SparkSession) -> None:
     batches; a second signal stops the driver at once."""
     jvm = spark._jvm
     assert jvm is not None
-    grace_ms = int(STOP_GRACE_SECONDS * 1000)
-    jvm.streamstack.jvm.GracefulStop.install(spark._jsparkSession, grace_ms)
+    jvm.streamstack.jvm.GracefulStop.install(spark._jsparkSession, _GRACE_MILLIS)
 
     def stop_queries() -> None:
-        jvm.streamstack.jvm.GracefulStop.stopQueries(spark._jsparkSession, grace_ms)
+        stop_queries_between_batches(spark)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         for stop_signal in STOP_SIGNALS:
@@ -39,6 +39,15 @@ def stop_between_batches(spark: SparkSession) -> None:
 
     for stop_signal in STOP_SIGNALS:
         signal.signal(stop_signal, on_signal)
+
+
+def stop_queries_between_batches(spark: SparkSession) -> int:
+    """Stop the session's queries now, each between batches (or cut after the grace period); returns how many
+    were left with a batch not committed. Unlike `StreamingQuery.stop()`, which interrupts a batch that has
+    run its sink but not yet committed or reported its progress."""
+    jvm = spark._jvm
+    assert jvm is not None
+    return int(jvm.streamstack.jvm.GracefulStop.stopQueries(spark._jsparkSession, _GRACE_MILLIS))
 
 
 def await_queries(spark: SparkSession, queries: Sequence[StreamingQuery]) -> None:

@@ -150,22 +150,26 @@ def test_a_jobs_checkpoint_is_written_without_checksum_files_or_child_processes(
 
 
 # A RocksDB aggregation with the table queries' settings in the session `build_session` makes, run twice on
-# one checkpoint: state snapshots every batch, maintenance every second. Prints the state directory's files
-# and the counts each run saw.
+# one checkpoint: state snapshots every batch, maintenance every second. Each run is stopped as the jobs stop,
+# between batches, and as soon as a batch has handed its total over (so while that batch still commits).
+# Prints the state directory's files and the counts each run saw.
 TABLE_STATE_DRIVER = textwrap.dedent(
     """
-    import json, sys, time
+    import json, sys, threading, time
     from pathlib import Path
     from pyspark.sql import functions as F
     from jobs.common.session import TABLE_STATE_SETTINGS, build_session, sql_settings
+    from jobs.common.stopping import stop_queries_between_batches
     from jobs.sessionization.main import parse_args
 
     checkpoint = Path(sys.argv[1])
     spark = build_session(parse_args(sys.argv[2:]).streaming)
     totals = []
+    recorded = threading.Event()
 
     def record(batch, batch_id):
         totals.append((batch_id, batch.agg(F.sum("count")).first()[0] or 0))
+        recorded.set()
 
     def run(until):
         with sql_settings(spark, TABLE_STATE_SETTINGS):
@@ -179,9 +183,10 @@ TABLE_STATE_DRIVER = textwrap.dedent(
         try:
             deadline = time.monotonic() + 90
             while not until() and time.monotonic() < deadline:
-                query.awaitTermination(0.3)
+                recorded.wait(0.3)
+                recorded.clear()
         finally:
-            query.stop()
+            stop_queries_between_batches(spark)
         return {p["batchId"]: p["numInputRows"] for p in query.recentProgress}
 
     def snapshots():
