@@ -43,8 +43,8 @@ def stop_between_batches(spark: SparkSession) -> None:
 
 def stop_queries_between_batches(spark: SparkSession) -> int:
     """Stop the session's queries now, each between batches (or cut after the grace period); returns how many
-    were left with a batch not committed. Unlike `StreamingQuery.stop()`, which interrupts a batch that has
-    run its sink but not yet committed or reported its progress."""
+    were left with a batch not committed. `StreamingQuery.stop()` instead interrupts the running batch, even
+    one that has run its sink and is not yet committed or its progress reported."""
     jvm = spark._jvm
     assert jvm is not None
     return int(jvm.streamstack.jvm.GracefulStop.stopQueries(spark._jsparkSession, _GRACE_MILLIS))

@@ -185,6 +185,8 @@ TABLE_STATE_DRIVER = textwrap.dedent(
             while not until() and time.monotonic() < deadline:
                 recorded.wait(0.3)
                 recorded.clear()
+                if query.exception() is not None:
+                    raise query.exception()
         finally:
             stop_queries_between_batches(spark)
         return {p["batchId"]: p["numInputRows"] for p in query.recentProgress}
