@@ -49,6 +49,7 @@ def _train(runtimes: Runtimes, archive: Path, timeout: float) -> None:
             checkpoint_dir=Path(work),
             metrics_port=0,
             log_path=Path(work) / "training.log",
+            scratch_dir=Path(work) / "scratch",
             extra_args=("--dead-letter-topic", "jvm-training-dead-letters"),  # never written to
             java_options=(*LOCAL_DRIVER_JAVA_OPTIONS, f"-XX:ArchiveClassesAtExit={staged}"),
         ).start()

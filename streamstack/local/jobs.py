@@ -99,6 +99,7 @@ def spark_job_process(
     checkpoint_dir: Path,
     metrics_port: int,
     log_path: Path,
+    scratch_dir: Path,
     trigger_interval: str = "2 seconds",
     driver_memory: str = "1g",
     extra_args: Sequence[str] = (),
@@ -108,9 +109,16 @@ def spark_job_process(
 
     `extra_args` carries the job's own flags (its topics and settings); `checkpoint_dir` is the job's
     checkpoint root, under which each of its queries keeps a directory; `java_options` replaces the
-    driver JVM's (default `local_driver_java_options`)."""
+    driver JVM's (default `local_driver_java_options`).
+
+    `scratch_dir` is the driver's own scratch space, as a driver pod has its own: Spark's local directory
+    (`SPARK_LOCAL_DIRS`, which Spark on Kubernetes points at the pod's spark-local-dir volume), the JVM's
+    and Python's temporary files (the chart's /tmp emptyDir). In the machine's shared /tmp, every driver
+    killed without its shutdown hooks (a crash, SIGKILL) left its block manager directory and native
+    libraries behind for good."""
     if java_options is None:
         java_options = local_driver_java_options(runtimes)
+    scratch_dir.mkdir(parents=True, exist_ok=True)  # the JVM does not create its java.io.tmpdir
     argv = [
         sys.executable,
         "-m",
@@ -140,10 +148,12 @@ def spark_job_process(
         "--spark-conf",
         f"spark.driver.bindAddress={LOOPBACK}",
         "--spark-conf",
-        "spark.driver.extraJavaOptions=" + " ".join(java_options),
+        "spark.driver.extraJavaOptions=" + " ".join((*java_options, f"-Djava.io.tmpdir={scratch_dir}")),
         *extra_args,
     ]
-    return ManagedProcess(name, argv, log_path, env=child_environment(runtimes), cwd=REPO_ROOT)
+    env = child_environment(runtimes)
+    env["SPARK_LOCAL_DIRS"] = env["TMPDIR"] = str(scratch_dir)
+    return ManagedProcess(name, argv, log_path, env=env, cwd=REPO_ROOT)
 
 
 def producer_process(

@@ -334,6 +334,7 @@ class LocalStack:
                     checkpoint_dir=checkpoint_dir,
                     metrics_port=port,
                     log_path=run_dir / "logs" / f"{job.name}.log",
+                    scratch_dir=run_dir / "scratch" / job.name,
                     trigger_interval=trigger_interval,
                     extra_args=(*cluster_job_arguments, *job.args),
                 ),

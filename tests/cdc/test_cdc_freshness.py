@@ -78,6 +78,7 @@ def test_freshness_from_commit_to_view_and_an_undecodable_row_to_dead_letters(
         checkpoint_dir=tmp_path / "checkpoints",
         metrics_port=port,
         log_path=tmp_path / "user-view.log",
+        scratch_dir=tmp_path / "scratch",
         trigger_interval="1 second",
         extra_args=(
             *load_pipeline().job(QUERY).setting_arguments,

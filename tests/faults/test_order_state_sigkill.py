@@ -80,6 +80,7 @@ def test_a_sigkilled_order_state_job_resumes_from_its_checkpoint_to_the_referenc
             checkpoint_dir=checkpoint_root,
             metrics_port=port,
             log_path=tmp_path / "job.log",
+            scratch_dir=tmp_path / "scratch",
             trigger_interval="1 second",
             extra_args=(
                 *("--input-topic", input_topic, "--output-topic", output_topic),

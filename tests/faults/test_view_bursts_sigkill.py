@@ -114,6 +114,7 @@ def test_a_sigkilled_burst_job_resumes_with_its_buffers_and_timeouts(
             checkpoint_dir=checkpoint_root,
             metrics_port=port,
             log_path=tmp_path / "job.log",
+            scratch_dir=tmp_path / "scratch",
             trigger_interval="1 second",
             extra_args=(
                 *("--input-topic", input_topic, "--output-topic", output_topic),

@@ -180,6 +180,7 @@ def start_window_job(
         checkpoint_dir=checkpoint_dir,
         metrics_port=port,
         log_path=log_path,
+        scratch_dir=log_path.parent / "scratch",
         trigger_interval="1 second",
         extra_args=(
             *load_pipeline().job("clickstream-windows").setting_arguments,

@@ -1,7 +1,8 @@
 """A local job's driver as the stack starts it: the JVM that pyspark launches gets the local stack's JVM
 options (settings given after the JVM started would be ignored without a word), reserves the code cache a
-cluster's driver JVM gets, and maps the drivers' class archive that `make setup` made (a JVM that refuses an
-archive says so only in a warning, and runs without)."""
+cluster's driver JVM gets, maps the drivers' class archive that `make setup` made (a JVM that refuses an
+archive says so only in a warning, and runs without), and keeps its scratch space in a directory of its own,
+as a driver pod does."""
 
 from __future__ import annotations
 
@@ -96,6 +97,7 @@ def test_a_local_drivers_jvm_runs_with_the_local_java_options_and_maps_the_class
         checkpoint_dir=tmp_path / "checkpoints",
         metrics_port=0,
         log_path=tmp_path / "driver.log",
+        scratch_dir=tmp_path / "scratch",
         extra_args=(
             *load_pipeline().job("clickstream-windows").setting_arguments,
             *("--input-topic", topic_name, "--output-topic", f"{topic_name}-out"),
@@ -118,6 +120,9 @@ def test_a_local_drivers_jvm_runs_with_the_local_java_options_and_maps_the_class
             what="the queries started",
         )
         assert maps_file(jvm_pid, archive), driver.log_tail()
+        # A driver pod's scratch space is its own and goes with the pod; a local driver killed without its
+        # shutdown hooks left its block manager directory in the machine's /tmp for good.
+        block_managers = list((tmp_path / "scratch").glob("blockmgr-*"))
         # With C1 alone the JVM reserves 48 MB, which a driver's compiled code outgrows in minutes; then it
         # flushes and compiles again, and stalls the driver's batches (README, "Local stack at its defaults").
         driver_code_cache = code_cache_bytes(runtimes.java, jvm_pid)
@@ -126,6 +131,8 @@ def test_a_local_drivers_jvm_runs_with_the_local_java_options_and_maps_the_class
     cluster_code_cache = default_code_cache_bytes(runtimes.java)
     assert driver_code_cache >= cluster_code_cache, (driver_code_cache, cluster_code_cache)
     assert f"-XX:SharedArchiveFile={archive}" in jvm
+    assert block_managers, sorted(path.name for path in (tmp_path / "scratch").iterdir())
+    assert f"-Djava.io.tmpdir={tmp_path / 'scratch'}" in jvm
     assert LOCAL_DRIVER_JAVA_OPTIONS
     assert all(option in jvm for option in LOCAL_DRIVER_JAVA_OPTIONS), jvm
     assert jvm.index(LOCAL_DRIVER_JAVA_OPTIONS[0]) < jvm.index("org.apache.spark.deploy.SparkSubmit")
