@@ -48,6 +48,7 @@ _MAGIC_AT = 16
 # Message format v2: base offset, length, leader epoch, magic, crc, attributes, last offset delta, base and
 # max timestamp, producer id and epoch, base sequence, record count; then the records.
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_V2_FIELDS = struct.Struct(">q13xhiqq14xi")  # the header's fields read here: the others as padding
 _COMPRESSION, _LOG_APPEND_TIME, _CONTROL = 0x07, 0x08, 0x20
 _OffsetTime = tuple[int, int]
 
@@ -92,37 +93,55 @@ def _v2_records(
         yield base_offset + offset_delta, base_timestamp + timestamp_delta
 
 
-def _v2_records_at(
+# A zig-zag varint of one byte (the usual timestamp and offset delta of a record in a batch): its value.
+_ONE_BYTE_VARINT = tuple((byte >> 1) ^ -(byte & 1) for byte in range(0x80))
+# A record whose length is a zig-zag varint of two bytes (64-8,191 bytes long, the usual), by its first byte
+# (0x80-0xFF) | its second (below 0x80) << 8: the bytes from its start to the next record's.
+_TWO_BYTE_RECORD_SKIP = tuple(
+    2 + (((raw := (index & 0x7F) | (index >> 8 << 7)) >> 1) ^ -(raw & 1)) if index & 0x80 else 0
+    for index in range(0x8000)
+)
+
+
+def _v2_timestamps_at(
     data: bytes, start: int, end: int, base_offset: int, *, base_timestamp: int, wanted: Sequence[int]
-) -> list[_OffsetTime] | None:
-    """(offset, timestamp) of the records at the offsets `wanted` (ascending, within the batch) of an
+) -> list[int] | None:
+    """The timestamps of the records at the offsets `wanted` (ascending, within the batch) of an
     uncompressed v2 batch whose offset deltas are 0, 1, ... (its record count is its last offset delta + 1:
     nothing compacted away), so that the record at offset o is the batch's (o - base)th: the records before
     it are skipped by their length alone, one varint each, instead of decoding three. None if a record found
-    that way does not have the offset expected (then the caller decodes them all)."""
-    found: list[_OffsetTime] = []
+    that way is not within the batch or does not have the offset expected (then the caller decodes them all).
+    """
+    one_byte, two_byte_skip = _ONE_BYTE_VARINT, _TWO_BYTE_RECORD_SKIP
+    found: list[int] = []
     position, index = start, 0
-    for offset in wanted:
-        target = max(0, offset - base_offset)
-        while index < target:  # skip a record: its length (a zig-zag varint, usually one or two bytes)
-            first = data[position]
-            if first < 0x80:
-                position += 1 + ((first >> 1) ^ -(first & 1))
-            elif data[position + 1] < 0x80:
-                raw = (first & 0x7F) | (data[position + 1] << 7)
-                position += 2 + ((raw >> 1) ^ -(raw & 1))
-            else:
-                length, position = _varint(data, position)
-                position += length
-            index += 1
-            if position >= end:
+    try:
+        for offset in wanted:
+            target = max(0, offset - base_offset)
+            for _ in range(target - index):  # skip a record: its length, usually one or two bytes
+                first = data[position]
+                if (second := data[position + 1]) < 0x80 and first >= 0x80:
+                    position += two_byte_skip[first | second << 8]
+                elif first < 0x80:
+                    position += 1 + one_byte[first]
+                else:
+                    length, position = _varint(data, position)
+                    position += length
+            index = max(index, target)
+            if not start <= position < end:
                 return None
-        _, body = _varint(data, position)
-        timestamp_delta, at = _varint(data, body + 1)  # after the attributes byte
-        offset_delta, _ = _varint(data, at)
-        if offset_delta != target:
-            return None
-        found.append((base_offset + offset_delta, base_timestamp + timestamp_delta))
+            # the record: its length, attributes (one byte), timestamp delta, offset delta
+            body = position + 1 if data[position] < 0x80 else _varint(data, position)[1]
+            if (byte := data[body + 1]) < 0x80:
+                timestamp_delta, at = one_byte[byte], body + 2
+            else:
+                timestamp_delta, at = _varint(data, body + 1)
+            offset_delta = one_byte[byte] if (byte := data[at]) < 0x80 else _varint(data, at)[0]
+            if offset_delta != target:
+                return None
+            found.append(base_timestamp + timestamp_delta)
+    except IndexError:  # a length beyond the data: not a batch this reads
+        return None
     return found
 
 
@@ -151,26 +170,31 @@ def scan_records(data: bytes, offsets: Sequence[int]) -> Scan:
         magic = data[position + _MAGIC_AT]
         records: Iterator[_OffsetTime]
         if magic >= 2:
-            base, _, _, _, _, attributes, last_delta, base_time, max_time, *_, records_count = (
-                _V2_HEADER.unpack_from(data, position)
+            base, attributes, last_delta, base_time, max_time, records_count = _V2_FIELDS.unpack_from(
+                data, position
             )
             next_offset = base + last_delta + 1
             if next_offset <= offsets[index] or attributes & _CONTROL:
                 resume_at, position = max(resume_at or 0, next_offset), end
                 continue
             log_append_time = max_time if attributes & _LOG_APPEND_TIME else None
-            at_offsets = None
+            stamps = None
             if attributes & _COMPRESSION:
                 records = _parsed_records(data[position:end], magic)
             elif records_count == last_delta + 1 and records_count > 0:
-                wanted = [offset for offset in offsets[index:] if offset < next_offset]
-                at_offsets = _v2_records_at(
+                wanted = (
+                    offsets[index:]
+                    if offsets[-1] < next_offset
+                    else [o for o in offsets[index:] if o < next_offset]
+                )
+                stamps = _v2_timestamps_at(
                     data, position + _V2_HEADER.size, end, base, base_timestamp=base_time, wanted=wanted
                 )
-            if at_offsets is not None:
+            if stamps is not None:
                 # each offset wanted has its own record (at it, or at the batch's base below it)
-                for offset, (_, timestamp) in zip(wanted, at_offsets, strict=True):
-                    found[offset] = log_append_time if log_append_time is not None else timestamp
+                if log_append_time is not None:
+                    stamps = [log_append_time] * len(stamps)
+                found.update(zip(wanted, stamps, strict=True))
                 index += len(wanted)
                 resume_at, position = max(resume_at or 0, next_offset), end
                 continue
@@ -226,12 +250,12 @@ class GroupOffsetsAnswer:
 
 
 _FETCH_ANSWER_HEAD = struct.Struct(">ihi")  # throttle time, error code, session id
-# partition, error code, high watermark, last stable offset, log start offset
-_FETCH_ANSWER_PARTITION = struct.Struct(">ihqqq")
+# partition, error code, high watermark; then the last stable and log start offsets, not read
+_FETCH_ANSWER_PARTITION = struct.Struct(">ihq16x")
 _INT32_SIZE = 4  # a fetched partition's preferred read replica, ListOffsets' throttle time
-# partition, error code, timestamp, offset, leader epoch
-_LIST_OFFSETS_ANSWER_PARTITION = struct.Struct(">ihqqi")
-_GROUP_OFFSET = struct.Struct(">iqi")  # partition, committed offset, committed leader epoch
+# partition, error code, (timestamp), offset, (leader epoch)
+_LIST_OFFSETS_ANSWER_PARTITION = struct.Struct(">ih8xq4x")
+_GROUP_OFFSET = struct.Struct(">iq4x")  # partition, committed offset, (committed leader epoch)
 _ERROR_CODE = struct.Struct(">h")
 _GROUP_OFFSETS_VERSION = 8  # the first to ask for several groups at once, the last to name topics
 
@@ -264,14 +288,18 @@ def _flexible_fetch_answer(data: memoryview, position: int) -> FetchAnswer:
         topic, position = _compact_string_at(data, position)
         count, position = _uvarint_at(data, position)
         for _ in range(count - 1):
-            index, error_code, high_watermark, _, _ = unpack_partition(data, position)
-            aborted, position = _uvarint_at(data, position + partition_size)  # 0: null
-            for _ in range(aborted - 1):  # producer id and first offset, then tagged fields
-                position = _after_tagged_fields(data, position + 16)
+            index, error_code, high_watermark = unpack_partition(data, position)
+            position += partition_size
+            if (aborted := data[position]) < 2:  # null or none (the usual)
+                position += 1
+            else:
+                aborted, position = _uvarint_at(data, position)
+                for _ in range(aborted - 1):  # producer id and first offset, then tagged fields
+                    position = _after_tagged_fields(data, position + 16)
             size, position = _uvarint_at(data, position + _INT32_SIZE)  # after the preferred read replica
             end = position + max(size - 1, 0)  # 0: null
             partitions.append((topic, index, error_code, high_watermark, bytes(data[position:end])))
-            position = _after_tagged_fields(data, end)
+            position = end + 1 if data[end] == 0 else _after_tagged_fields(data, end)
         position = _after_tagged_fields(data, position)
     return FetchAnswer(throttle_time_ms, partitions)
 
@@ -289,9 +317,10 @@ def _flexible_offsets_answer(data: memoryview, position: int) -> OffsetsAnswer:
         topic, position = _compact_string_at(data, position)
         count, position = _uvarint_at(data, position)
         for _ in range(count - 1):
-            index, error_code, _, offset, _ = unpack_partition(data, position)
+            index, error_code, offset = unpack_partition(data, position)
             partitions.append((topic, index, error_code, offset))
-            position = _after_tagged_fields(data, position + partition_size)
+            position += partition_size
+            position = position + 1 if data[position] == 0 else _after_tagged_fields(data, position)
         position = _after_tagged_fields(data, position)
     return OffsetsAnswer(throttle_time_ms, partitions)
 
@@ -312,9 +341,18 @@ def _flexible_group_offsets_answer(data: memoryview, position: int) -> GroupOffs
             topic, position = _compact_string_at(data, position)
             partitions, position = _uvarint_at(data, position)
             for _ in range(partitions - 1):
-                partition, offset, _ = unpack_offset(data, position)
-                metadata, position = _uvarint_at(data, position + offset_size)  # 0: null
-                position += max(metadata - 1, 0)
+                partition, offset = unpack_offset(data, position)
+                position += offset_size
+                if (metadata := data[position]) < 0x80:  # a compact string's length + 1 (0: null)
+                    position += max(metadata, 1)
+                else:
+                    metadata, position = _uvarint_at(data, position)
+                    position += metadata - 1
+                if data[position] == data[position + 1] == data[position + 2] == 0:  # no error, no tags
+                    position += 3
+                    if offset >= 0:
+                        offsets[(topic, partition)] = offset
+                    continue
                 error_code = unpack_error(data, position)[0]
                 position = _after_tagged_fields(data, position + _ERROR_CODE.size)
                 if error_code:
