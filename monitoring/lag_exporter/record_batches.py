@@ -289,17 +289,13 @@ def _flexible_fetch_answer(data: memoryview, position: int) -> FetchAnswer:
         count, position = _uvarint_at(data, position)
         for _ in range(count - 1):
             index, error_code, high_watermark = unpack_partition(data, position)
-            position += partition_size
-            if (aborted := data[position]) < 2:  # null or none (the usual)
-                position += 1
-            else:
-                aborted, position = _uvarint_at(data, position)
-                for _ in range(aborted - 1):  # producer id and first offset, then tagged fields
-                    position = _after_tagged_fields(data, position + 16)
+            aborted, position = _uvarint_at(data, position + partition_size)  # 0: null
+            for _ in range(aborted - 1):  # producer id and first offset, then tagged fields
+                position = _after_tagged_fields(data, position + 16)
             size, position = _uvarint_at(data, position + _INT32_SIZE)  # after the preferred read replica
             end = position + max(size - 1, 0)  # 0: null
             partitions.append((topic, index, error_code, high_watermark, bytes(data[position:end])))
-            position = end + 1 if data[end] == 0 else _after_tagged_fields(data, end)
+            position = _after_tagged_fields(data, end)
         position = _after_tagged_fields(data, position)
     return FetchAnswer(throttle_time_ms, partitions)
 
@@ -319,8 +315,7 @@ def _flexible_offsets_answer(data: memoryview, position: int) -> OffsetsAnswer:
         for _ in range(count - 1):
             index, error_code, offset = unpack_partition(data, position)
             partitions.append((topic, index, error_code, offset))
-            position += partition_size
-            position = position + 1 if data[position] == 0 else _after_tagged_fields(data, position)
+            position = _after_tagged_fields(data, position + partition_size)
         position = _after_tagged_fields(data, position)
     return OffsetsAnswer(throttle_time_ms, partitions)
 
