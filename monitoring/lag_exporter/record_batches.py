@@ -118,6 +118,8 @@ def _v2_timestamps_at(
     try:
         for offset in wanted:
             target = max(0, offset - base_offset)
+            if target - index > end - position:  # more records than bytes left: not a batch this reads
+                return None
             for _ in range(target - index):  # skip a record: its length, usually one or two bytes
                 first = data[position]
                 if (second := data[position + 1]) < 0x80 and first >= 0x80:
