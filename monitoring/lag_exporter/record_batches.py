@@ -46,9 +46,9 @@ _LENGTH = struct.Struct(">qi")  # every record batch (any format) starts with it
 _LENGTH_SIZE = _LENGTH.size
 _MAGIC_AT = 16
 # Message format v2: base offset, length, leader epoch, magic, crc, attributes, last offset delta, base and
-# max timestamp, producer id and epoch, base sequence, record count; then the records.
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
-_V2_FIELDS = struct.Struct(">q13xhiqq14xi")  # the header's fields read here: the others as padding
+# max timestamp, producer id and epoch, base sequence, record count; then the records. Only the fields read
+# here are unpacked, the others are padding.
+_V2_HEADER = struct.Struct(">q13xhiqq14xi")
 _COMPRESSION, _LOG_APPEND_TIME, _CONTROL = 0x07, 0x08, 0x20
 _OffsetTime = tuple[int, int]
 
@@ -172,7 +172,7 @@ def scan_records(data: bytes, offsets: Sequence[int]) -> Scan:
         magic = data[position + _MAGIC_AT]
         records: Iterator[_OffsetTime]
         if magic >= 2:
-            base, attributes, last_delta, base_time, max_time, records_count = _V2_FIELDS.unpack_from(
+            base, attributes, last_delta, base_time, max_time, records_count = _V2_HEADER.unpack_from(
                 data, position
             )
             next_offset = base + last_delta + 1
