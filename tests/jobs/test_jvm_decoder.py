@@ -20,8 +20,9 @@ from jobs.common.config import EventLimits
 from jobs.common.events import DECODE_REASONS, EventField, EventSchema, decode_events_sql
 from jobs.common.schemas import CLICK, IMPRESSION, ORDER, PAGE_VIEW, USER_PROFILE
 from jobs.common.session import sql_settings
-from jobs.jvm.decoder import decode_events_jvm, register_decoder
-from scripts.bench_windows.records import classification_samples
+from jobs.jvm.decoder import decode_events_jvm, decoder_spec, register_decoder
+from jobs.jvm.gateway import jvm_class
+from scripts.bench_windows.records import classification_samples, page_view
 
 pytestmark = pytest.mark.spark
 
@@ -182,19 +183,23 @@ def _structural(schema: EventSchema, rng: random.Random) -> Iterator[bytes | Non
 
 def _corruptions(schema: EventSchema, rng: random.Random, count: int) -> Iterator[bytes]:
     """Good records with a byte or two flipped, dropped or inserted."""
-    alphabet = b'{}[]",:0123456789.eE+-tfnul \\\x00\x80\xff'
     for _ in range(count):
-        value = bytearray(_dumps(_good(schema, rng), rng))
-        for _ in range(rng.randint(1, 2)):
-            at = rng.randrange(len(value))
-            action = rng.randrange(3)
-            if action == 0:
-                value[at] = rng.choice(alphabet)
-            elif action == 1:
-                del value[at]
-            else:
-                value.insert(at, rng.choice(alphabet))
-        yield bytes(value)
+        yield _corrupt(_dumps(_good(schema, rng), rng), rng, b'{}[]",:0123456789.eE+-tfnul \\\x00\x80\xff', 2)
+
+
+def _corrupt(value: bytes, rng: random.Random, alphabet: bytes, most_edits: int) -> bytes:
+    """`value` with one to `most_edits` bytes replaced by, or inserted from, `alphabet`, or dropped."""
+    edited = bytearray(value)
+    for _ in range(rng.randint(1, most_edits)):
+        at = rng.randrange(len(edited))
+        action = rng.randrange(3)
+        if action == 0:
+            edited[at] = rng.choice(alphabet)
+        elif action == 1:
+            del edited[at]
+        else:
+            edited.insert(at, rng.choice(alphabet))
+    return bytes(edited)
 
 
 def corpus(schema: EventSchema, seed: int) -> list[tuple[bytes | None, bytes | None, datetime]]:
@@ -308,3 +313,99 @@ def test_jvm_decoder_runs_once_per_record_under_the_jobs_filters(spark: SparkSes
     good = {row["offset"] for row in everything if row["dead_letter_reason"] is None}
     assert views.count() == len(good) > 0
     assert dead_letters.count() == len(everything) - len(good) > 0
+
+
+# MIXED's fields with plain values: what the decoder reads without Jackson, and the texts put in their place.
+FLAT_MIXED = (
+    '{"id": "o-1", "placed_at": "2026-11-22T11:59:00.5Z", "amount": 12, "quantity": 3, "paid": true, '
+    '"coupon": null}'
+)
+FLAT_EDGES = [
+    *["0", "-0", "00", "01", "-", "+1", "1.", "1.5", "1e5", "1E5", "0x1", "-a", "7}", "7]"],
+    *["123456789012345678", "-123456789012345678", "1234567890123456789", "9223372036854775807"],
+    *["true", "truex", "tru", "True", "false", "fals", "null", "nul", "nullx", "t", "n", "f"],
+    *['""', '"\x01"', '"\x1f"', '"\x7f"', '"é✓"', '"a', "[]", "{}", '{"a": 1}', "'a'", ""],
+]
+BLANKS = [" ", "\n", "\r", "\t", "\f", "\v", "\u00a0", "\u2028", ""]
+
+
+def _flat_path_edges() -> Iterator[bytes]:
+    """MIXED records around what the flat path accepts: each value replaced by numbers, words and strings
+    just inside and outside JSON's grammar, other blanks between the tokens, and broken structure."""
+    for field in ("placed_at", "amount", "quantity", "paid", "coupon", "id"):
+        start = FLAT_MIXED.index(f'"{field}": ') + len(f'"{field}": ')
+        comma = FLAT_MIXED.find(",", start)
+        end = comma if comma >= 0 else len(FLAT_MIXED) - 1
+        for text in FLAT_EDGES:
+            yield (FLAT_MIXED[:start] + text + FLAT_MIXED[end:]).encode()
+    for blank in BLANKS:
+        for old in ("{", ":", ",", "}"):
+            yield FLAT_MIXED.replace(old, f"{blank}{old}{blank}").encode()
+    for broken in [
+        FLAT_MIXED.replace(": ", " ", 1),
+        FLAT_MIXED.replace(": ", ":: ", 1),
+        FLAT_MIXED.replace(", ", " ", 1),
+        FLAT_MIXED.replace(", ", ",, ", 1),
+        FLAT_MIXED[:-1] + ",}",
+        FLAT_MIXED[:-1],
+        FLAT_MIXED + "}",
+        FLAT_MIXED + " x",
+        FLAT_MIXED[:-1] + ', "other": 1}',
+        FLAT_MIXED[:-1] + ', "id": "o-2"}',
+        FLAT_MIXED.replace('"id"', '"i\x01d"'),
+        FLAT_MIXED.replace('"id"', "id"),
+        "{}",
+        "{ }",
+        "[" + FLAT_MIXED + "]",
+    ]:
+        yield broken.encode()
+
+
+def _flat_mixed(rng: random.Random) -> bytes:
+    """A MIXED record the flat path reads: plain strings (some not ASCII), integers, words, the optional
+    fields present or not, the keys in any order, any of JSON's blanks around every token."""
+    fields = {
+        "id": f'"o-{rng.randrange(10**6)}"',
+        "placed_at": f'"{rng.choice(TIMESTAMPS[:7])}"',
+        "amount": str(rng.randrange(-(10**6), 10**6)),
+        "quantity": str(rng.choice([0, 7, 10**17, -(10**17) + 1, 999_999_999_999_999_999])),
+        "paid": rng.choice(["true", "false"]),
+        "coupon": rng.choice(["null", '"c-1"', '"ünï ✓"', '""']),
+        "discount": rng.choice(["null", "0", "-3"]),
+    }
+    names = [name for name in fields if name not in ("coupon", "discount") or rng.random() < 0.7]
+    rng.shuffle(names)
+
+    def blank() -> str:
+        return rng.choice(["", "", " ", "\n", "\t ", "\r\n  "])
+
+    members = ",".join(f'{blank()}"{name}"{blank()}:{blank()}{fields[name]}{blank()}' for name in names)
+    return (blank() + "{" + members + "}" + blank()).encode()
+
+
+def test_the_jvm_decoders_flat_path_gives_jacksons_verdict(spark: SparkSession) -> None:
+    """The decoder reads the usual record (a flat object of the schema's fields, no escapes) without Jackson
+    and leaves every other value to it: both ways give the same verdict on every corpus record, on values
+    at the edges of what the flat path accepts, and on thousands of corrupted flat records."""
+    rng = random.Random(41)
+    decoder_class = jvm_class(spark, "streamstack.jvm.EventDecoder")
+    flat = [FLAT_MIXED.encode(), *(_flat_mixed(rng) for _ in range(300))]
+    mixed = decoder_class(decoder_spec(MIXED, LIMITS))
+    assert [value for value in flat if not mixed.readsFlat(value)] == []
+    alphabet = b'{}[]",:0123456789.eE+-tfnul \t\n\x0c\x01\x7f\x80\xc3\xa9'
+    corrupted = [_corrupt(rng.choice(flat), rng, alphabet, 3) for _ in range(4_000)]
+    # Corruptions the flat path still reads (a digit for a digit, a blank for a blank): its own verdicts.
+    assert sum(mixed.readsFlat(value) for value in corrupted) >= 400
+    for schema in SCHEMAS:
+        decoder = decoder_class(decoder_spec(schema, LIMITS))
+        values = [value for _, value, _ in corpus(schema, seed=43)]
+        if schema is MIXED:
+            values += [*flat, *_flat_path_edges(), *corrupted]
+        for value in values:
+            no_record_time = rng.random() < 0.05
+            micros = int(NOW.timestamp() * 1_000_000) + rng.choice([0, 1, -1, 123456, -(10**14)])
+            verdict = decoder.decode(value, no_record_time, micros)
+            reference = decoder.decodeWithJackson(value, no_record_time, micros)
+            assert verdict.equals(reference), (schema.name, value, verdict.toString(), reference.toString())
+    page_views = decoder_class(decoder_spec(PAGE_VIEW, LIMITS))
+    assert all(page_views.readsFlat(page_view(i, NOW)) for i in range(100)), "a page view took Jackson's path"
