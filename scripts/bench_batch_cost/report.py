@@ -7,28 +7,16 @@ for a stateful query whose watermark moved (`spark.sql.streaming.noDataMicroBatc
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from scripts.stats import percentile
+
 TRIGGER = "triggerExecution"
 PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
 """The phases of a micro-batch that Spark times, trigger to commit; `triggerExecution` is all of them."""
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100) with linear interpolation between the closest ranks (numpy's default):
-    the median of [1, 2, 3, 4] is 2.5, its p90 3.7."""
-    if not values:
-        raise ValueError("percentile of no values")
-    if not 0 <= q <= 100:
-        raise ValueError(f"percentile {q}: must be within 0..100")
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low, high = math.floor(position), math.ceil(position)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 class Batch(NamedTuple):

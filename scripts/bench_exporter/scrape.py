@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from scripts.jvm_threads import thread_kind, threads_cpu_seconds
+from scripts.stats import percentile
 from streamstack.local.ports import LOOPBACK
 from streamstack.paths import REPO_ROOT
 
@@ -219,10 +220,9 @@ def scrape_breakdown(
 
 
 def latency_summary(seconds: Sequence[float]) -> dict[str, float]:
-    ordered = sorted(seconds)
     return {
-        "scrapes": len(ordered),
-        "p50_ms": 1000 * statistics.median(ordered),
-        "p99_ms": 1000 * ordered[int(0.99 * (len(ordered) - 1))],
-        "max_ms": 1000 * ordered[-1],
+        "scrapes": len(seconds),
+        "p50_ms": 1000 * percentile(seconds, 50),
+        "p99_ms": 1000 * percentile(seconds, 99),
+        "max_ms": 1000 * max(seconds),
     }

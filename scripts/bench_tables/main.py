@@ -34,6 +34,7 @@ from jobs.user_view.config import UserViewJobConfig
 from jobs.user_view.main import JOB as USER_VIEW
 from scripts import bench_tables
 from scripts.bench_local.sampling import machine, versions
+from scripts.stats import percentile
 from streamstack import runtimes as runtime_cache
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.paths import REPO_ROOT
@@ -348,7 +349,7 @@ def measure_size(
         "measured_batches": [summary(p) for p in measured],
         "sent": {"views": rate.sent[0], "changes": rate.sent[1]},
         "trigger_median_ms": statistics.median(durations) if durations else None,
-        "trigger_p90_ms": percentile(durations, 0.9),
+        "trigger_p90_ms": percentile(durations, 90) if durations else None,
         "add_batch_median_ms": statistics.median(p["durationMs"].get("addBatch", 0) for p in measured)
         if measured
         else None,
@@ -366,14 +367,6 @@ def summary(progress: dict[str, Any]) -> dict[str, Any]:
             operator.get("memoryUsedBytes") for operator in progress.get("stateOperators", [])
         ],
     }
-
-
-def percentile(values: list[float], fraction: float) -> float | None:
-    """Nearest-rank percentile."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return float(ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered) + 0.5) - 1))])
 
 
 def markdown(runs: list[dict[str, Any]]) -> str:

@@ -33,6 +33,7 @@ from jobs.common.schemas import decode_page_views
 from jobs.common.session import build_session
 from scripts.bench_windows.records import PARTITIONS, Counts, LivePageViews
 from scripts.jvm_threads import thread_kind, threads_cpu_seconds
+from scripts.stats import percentile
 from streamstack.local.kafka import LocalKafka, TopicSpec
 from streamstack.local.ports import LOOPBACK
 
@@ -506,8 +507,8 @@ def latency(
         "job_busy_cores": (jvm_cpu.cpu_at(producing_to) - jvm_cpu.cpu_at(producing_from)) / producing,
         "producer_busy_cores": producer_cpu[0] / producing,
         "measured_events": float(len(latencies)),
-        "p50_seconds": statistics.median(latencies),
-        "p99_seconds": latencies[int(0.99 * (len(latencies) - 1))],
+        "p50_seconds": percentile(latencies, 50),
+        "p99_seconds": percentile(latencies, 99),
         "max_seconds": latencies[-1],
     }
 

@@ -1,4 +1,4 @@
-"""The batch-cost benchmark's pure parts: percentiles, which batches count, summaries, the variants and the
+"""The batch-cost benchmark's pure parts: which batches count, summaries, the variants and the
 best combination, the plan, the jobs' config per variant, the writer options, the tables and when records
 are produced; from synthetic progress and stand-ins, no Spark."""
 
@@ -23,7 +23,6 @@ from scripts.bench_batch_cost.report import (
     markdown,
     measured_batches,
     multi_markdown,
-    percentile,
     summarize,
 )
 from scripts.bench_batch_cost.run import Pace, Topics, job_config, next_round_at
@@ -49,18 +48,6 @@ def progress(batch_id: int, rows: int, trigger: int, **phases: int) -> dict[str,
         "timestamp": f"2026-11-25T20:00:{batch_id:02d}.000Z",
         "durationMs": {"triggerExecution": trigger, **phases},
     }
-
-
-def test_percentile_interpolates_between_ranks() -> None:
-    assert percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
-    assert percentile([1.0, 2.0, 3.0, 4.0], 90) == pytest.approx(3.7)
-    assert percentile([7.0], 90) == 7.0
-    assert percentile([10.0, 20.0, 30.0], 0) == 10.0
-    assert percentile([10.0, 20.0, 30.0], 100) == 30.0
-    with pytest.raises(ValueError, match="no values"):
-        percentile([], 50)
-    with pytest.raises(ValueError, match=r"within 0\.\.100"):
-        percentile([1.0], 101)
 
 
 def test_warmup_and_no_data_batches_are_counted_apart() -> None:
