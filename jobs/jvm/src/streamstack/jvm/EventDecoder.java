@@ -27,8 +27,8 @@ import scala.Option;
 /**
  * Every dead-letter check of jobs.common.events.decode_events in one pass over a Kafka record's value, with
  * Jackson's streaming parser (the one Spark's variant parser uses, configured as Spark configures it); the
- * usual record, a flat object of the schema's fields with no escapes, is read without it, in a third of the
- * time, by a scan that accepts nothing Jackson would read otherwise ({@link #readFlatObject}).
+ * usual record, a flat object of the schema's fields with no escapes, is read without it by a scan that
+ * accepts nothing Jackson would read otherwise ({@link #readFlatObject}).
  *
  * <p>Input: the value's bytes and the record's Kafka timestamp in epoch microseconds. Output: Spark's internal
  * row of {@link #dataType()}: the dead-letter reason (null for a good record), the index of the field the
