@@ -491,12 +491,8 @@ public final class EventDecoder implements Serializable {
   }
 
   private static boolean startsWithBrace(byte[] value) {
-    for (byte b : value) {
-      if (b != ' ' && b != '\t' && b != '\n' && b != '\r') {
-        return b == '{';
-      }
-    }
-    return false;
+    int at = skipBlanks(value, 0);
+    return at < value.length && value[at] == '{';
   }
 
   /** The root object: each schema field's token and raw value; every other value checked and skipped. */
